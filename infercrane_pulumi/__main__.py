@@ -1,0 +1,5 @@
+import sys
+
+from infercrane_pulumi.cli import main
+
+sys.exit(main())

@@ -1,0 +1,80 @@
+"""The thin Pulumi layer: one explicit provider per stack, one component per replica intent.
+
+Objects come verbatim from ``manifests``; this module only decides which pulumi-kubernetes
+resource type carries each one and how Pulumi names it. It never reads the cluster.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infercrane_pulumi import manifests, naming
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.manifests import Manifest
+
+REPLICA_TYPE = "infercrane:kubernetes:Replica"
+
+
+def stack_provider(settings: KubernetesSettings) -> k8s.Provider:
+    """The stack's only provider: explicit context and namespace, server-side apply on."""
+    kubeconfig = None if settings.kubeconfig is None else pulumi.Output.secret(settings.kubeconfig)
+    return k8s.Provider(
+        f"infercrane-{settings.namespace}",
+        context=settings.context,
+        namespace=settings.namespace,
+        kubeconfig=kubeconfig,
+        # A new kubeconfig (rotated credentials, another path) must not replace every object;
+        # only a different context means a different cluster.
+        cluster_identifier=settings.context,
+        enable_server_side_apply=True,
+    )
+
+
+def _child(obj: Manifest, name: str, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    kind = obj["kind"]
+    if kind == "Deployment":
+        return k8s.apps.v1.Deployment(
+            f"{name}-deployment", metadata=obj["metadata"], spec=obj["spec"], opts=opts
+        )
+    if kind == "Service":
+        return k8s.core.v1.Service(
+            f"{name}-service", metadata=obj["metadata"], spec=obj["spec"], opts=opts
+        )
+    return k8s.apiextensions.CustomResource(
+        f"{name}-{kind.lower()}",
+        api_version=obj["apiVersion"],
+        kind=kind,
+        metadata=obj["metadata"],
+        spec=obj["spec"],
+        opts=opts,
+    )
+
+
+class ReplicaComponent(pulumi.ComponentResource):
+    """One replica intent: a Deployment + Service, or one KServe InferenceService."""
+
+    resource_id: str
+    endpoint: str
+    objects: list[dict[str, str]]
+
+    def __init__(
+        self,
+        *,
+        settings: KubernetesSettings,
+        intent: ReplicaIntent,
+        provider: k8s.Provider,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        name = naming.object_name(intent.external_key)
+        super().__init__(REPLICA_TYPE, name, None, opts)
+        child_opts = pulumi.ResourceOptions(parent=self, provider=provider)
+        desired = manifests.replica_objects(settings, intent)
+        self.children = [_child(obj, name, child_opts) for obj in desired]
+        self.resource_id = naming.resource_id(settings, intent.external_key)
+        self.endpoint = manifests.endpoint(settings, intent)
+        self.objects = [{"kind": obj["kind"], "name": obj["metadata"]["name"]} for obj in desired]
+        self.register_outputs(self.outputs())
+
+    def outputs(self) -> dict[str, object]:
+        return {"resourceId": self.resource_id, "endpoint": self.endpoint, "objects": self.objects}

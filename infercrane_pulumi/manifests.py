@@ -1,0 +1,194 @@
+"""What a replica intent becomes: the exact Kubernetes objects, as plain dicts.
+
+Pure functions only: no Pulumi, no clients, no I/O. The Pulumi layer, ``render`` and the
+ownership preflight all take their objects from here, so what a reviewer renders is what the
+engine applies and what the preflight dry-runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from infercrane_pulumi import naming
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
+
+Manifest = dict[str, Any]
+
+CONTAINER_NAME = "runtime"
+PORT_NAME = "http"
+WORKER_KEY_ENV = ("INFERCRANE_WORKER_API_KEY", "VLLM_API_KEY")
+KSERVE_API_VERSION = "serving.kserve.io/v1beta1"
+
+# Directives to pulumi-kubernetes, carried on every object we own:
+# - a fixed field manager (otherwise it is random per provider instance);
+# - no readiness await: Pods may never become ready (no GPU node yet); readiness is observed
+#   by `inspect`, so `up` returns as soon as the API server has accepted the objects;
+# - Background deletion: Foreground would block `destroy` on the garbage collector.
+APPLY_ANNOTATIONS = {
+    "pulumi.com/patchFieldManager": naming.FIELD_MANAGER,
+    "pulumi.com/skipAwait": "true",
+    "pulumi.com/deletionPropagationPolicy": "background",
+}
+
+
+def container_args(intent: ReplicaIntent) -> list[str]:
+    if intent.workload is not None:
+        values = {
+            "MODEL": intent.model,
+            "MODEL_REVISION": intent.model_revision or "",
+            "PORT": str(intent.effective_port),
+        }
+        command = list(intent.workload.command)
+        for name, value in values.items():
+            command = [entry.replace(f"${{{name}}}", value) for entry in command]
+        return command + list(intent.runtime_args)
+    args = ["serve", intent.model, "--host", "0.0.0.0", "--port", str(intent.effective_port)]
+    if intent.model_revision is not None:
+        args += ["--revision", intent.model_revision]
+    return args + list(intent.runtime_args)
+
+
+def runtime_container(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
+    workload = intent.workload
+    gpu = {settings.gpu_resource: "1"}
+    argv_field = "args" if workload is None else "command"
+    container: Manifest = {
+        "name": CONTAINER_NAME,
+        "image": settings.image_digest if workload is None else workload.image,
+        "imagePullPolicy": "IfNotPresent",
+        argv_field: container_args(intent),
+        "ports": [{"name": PORT_NAME, "containerPort": intent.effective_port, "protocol": "TCP"}],
+        "env": [
+            {
+                "name": env_name,
+                "valueFrom": {
+                    "secretKeyRef": {
+                        "name": settings.worker_secret_name,
+                        "key": settings.worker_secret_key,
+                    }
+                },
+            }
+            for env_name in WORKER_KEY_ENV
+        ],
+        "readinessProbe": {
+            "httpGet": {
+                "path": "/health" if workload is None else workload.readiness_path,
+                "port": PORT_NAME,
+            },
+            "periodSeconds": 5,
+            "timeoutSeconds": 2,
+            "failureThreshold": 12,
+        },
+        "resources": {"requests": dict(gpu), "limits": dict(gpu)},
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    if settings.shm_size is not None:
+        container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    return container
+
+
+def pod_fields(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
+    """The pod-level fields shared by a Deployment template and a KServe predictor."""
+    grace = 30 if intent.workload is None else intent.workload.shutdown_grace_seconds
+    fields: Manifest = {
+        "serviceAccountName": settings.service_account,
+        "terminationGracePeriodSeconds": grace,
+        "nodeSelector": {settings.gpu_product_label: intent.gpu},
+    }
+    if settings.runtime_class_name is not None:
+        fields["runtimeClassName"] = settings.runtime_class_name
+    if settings.tolerations:
+        fields["tolerations"] = [
+            toleration.model_dump(by_alias=True, exclude_none=True)
+            for toleration in settings.tolerations
+        ]
+    if settings.shm_size is not None:
+        fields["volumes"] = [
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}}
+        ]
+    fields["containers"] = [runtime_container(settings, intent)]
+    return fields
+
+
+def metadata(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
+    return {
+        "name": naming.object_name(intent.external_key),
+        "namespace": settings.namespace,
+        "labels": naming.labels(intent.external_key),
+        "annotations": naming.object_annotations(settings, intent) | APPLY_ANNOTATIONS,
+    }
+
+
+def deployment(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(settings, intent),
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "progressDeadlineSeconds": 1800,
+            "selector": {"matchLabels": naming.selector(intent.external_key)},
+            "template": {
+                "metadata": {"labels": naming.labels(intent.external_key)},
+                "spec": pod_fields(settings, intent),
+            },
+        },
+    }
+
+
+def service(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(settings, intent),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": naming.selector(intent.external_key),
+            "ports": [
+                {
+                    "name": PORT_NAME,
+                    "port": intent.effective_port,
+                    "targetPort": PORT_NAME,
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+
+
+def inference_service(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
+    predictor = {"minReplicas": 1, "maxReplicas": 1} | pod_fields(settings, intent)
+    return {
+        "apiVersion": KSERVE_API_VERSION,
+        "kind": "InferenceService",
+        "metadata": metadata(settings, intent),
+        "spec": {"predictor": predictor},
+    }
+
+
+def replica_objects(settings: KubernetesSettings, intent: ReplicaIntent) -> list[Manifest]:
+    if settings.workload_api == "kserve":
+        return [inference_service(settings, intent)]
+    return [deployment(settings, intent), service(settings, intent)]
+
+
+def endpoint(settings: KubernetesSettings, intent: ReplicaIntent) -> str:
+    name = naming.object_name(intent.external_key)
+    if settings.workload_api == "kserve":
+        # KServe Standard mode fronts the predictor with its own Service on port 80.
+        return f"http://{name}-predictor.{settings.namespace}.svc:80"
+    return f"http://{name}.{settings.namespace}.svc:{intent.effective_port}"
+
+
+def stack_objects(config: StackConfig) -> list[Manifest]:
+    objects = [
+        obj for intent in config.replicas for obj in replica_objects(config.kubernetes, intent)
+    ]
+    return sorted(objects, key=lambda obj: (obj["metadata"]["name"], obj["kind"]))
+
+
+def to_yaml(objects: list[Manifest]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=True, default_flow_style=False)

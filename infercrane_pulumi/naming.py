@@ -1,0 +1,98 @@
+"""Names, labels and annotations: pure functions of the durable key and the configuration.
+
+A retry after a lost response must land on the very same objects, so nothing here may depend on
+time, randomness, Pulumi state or the cluster. ``is_exactly_ours`` is the single definition of
+ownership that the guard, inspect and deletion all share.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+
+NAME_PREFIX = "infercrane-"
+KEY_HASH_CHARS = 24
+PROVIDER_CONTRACT = "infercrane.provider/v1"
+FIELD_MANAGER = "infercrane-provider-v1"
+
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_KEY_HASH = "infercrane.dev/external-key-hash"
+ANNOTATION_EXTERNAL_KEY = "infercrane.dev/external-key"
+ANNOTATION_CONTRACT = "infercrane.dev/provider-contract"
+ANNOTATION_INTENT_HASH = "infercrane.dev/intent-hash"
+ANNOTATION_KSERVE_MODE = "serving.kserve.io/deploymentMode"
+
+RUNTIME_NAME = "infercrane-runtime"
+MANAGED_BY = "infercrane"
+OWNED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_NAME}={RUNTIME_NAME}"
+
+# Settings that never shape an object (where the cluster is) stay out of the intent hash.
+_LOCATION_ONLY = frozenset({"context", "kubeconfig"})
+
+
+def key_hash(external_key: str) -> str:
+    return hashlib.sha256(external_key.encode("utf-8")).hexdigest()[:KEY_HASH_CHARS]
+
+
+def object_name(external_key: str) -> str:
+    return NAME_PREFIX + key_hash(external_key)
+
+
+def resource_id(settings: KubernetesSettings, external_key: str) -> str:
+    return f"kubernetes:{settings.workload_api}:{settings.namespace}/{object_name(external_key)}"
+
+
+def labels(external_key: str) -> dict[str, str]:
+    return {
+        LABEL_NAME: RUNTIME_NAME,
+        LABEL_INSTANCE: object_name(external_key),
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_KEY_HASH: key_hash(external_key),
+    }
+
+
+def selector(external_key: str) -> dict[str, str]:
+    return {LABEL_INSTANCE: object_name(external_key)}
+
+
+def intent_hash(settings: KubernetesSettings, intent: ReplicaIntent) -> str:
+    shaping = settings.model_dump(mode="json", by_alias=True, exclude=set(_LOCATION_ONLY))
+    document = {"intent": intent.model_dump(mode="json", by_alias=True), "config": shaping}
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def object_annotations(settings: KubernetesSettings, intent: ReplicaIntent) -> dict[str, str]:
+    result = {
+        ANNOTATION_EXTERNAL_KEY: intent.external_key,
+        ANNOTATION_CONTRACT: PROVIDER_CONTRACT,
+        ANNOTATION_INTENT_HASH: intent_hash(settings, intent),
+    }
+    if settings.workload_api == "kserve":
+        result[ANNOTATION_KSERVE_MODE] = "Standard"
+    return result
+
+
+def owner_key(metadata: Mapping[str, Any], namespace: str) -> str | None:
+    """The external key of an exactly-ours object, or None when any ownership mark is off."""
+    object_labels = metadata.get("labels") or {}
+    key = (metadata.get("annotations") or {}).get(ANNOTATION_EXTERNAL_KEY)
+    if (
+        metadata.get("namespace") != namespace
+        or object_labels.get(LABEL_MANAGED_BY) != MANAGED_BY
+        or not isinstance(key, str)
+        or object_labels.get(LABEL_KEY_HASH) != key_hash(key)
+        or metadata.get("name") != object_name(key)
+    ):
+        return None
+    return key
+
+
+def is_exactly_ours(metadata: Mapping[str, Any], namespace: str, external_key: str) -> bool:
+    return owner_key(metadata, namespace) == external_key

@@ -1,0 +1,49 @@
+"""The Pulumi program: one ``build_program`` for the CLI (``pulumi up``) and the Automation API.
+
+It reads and validates the whole stack configuration first, then runs the ownership preflight,
+and only then registers the provider and the components, so an invalid configuration or a
+foreign object means zero registered resources and zero writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pulumi
+
+from infercrane_pulumi.components import ReplicaComponent, stack_provider
+from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.intents import CONFIG_NAMESPACE, StackConfig, parse_stack_config
+
+Preflight = Callable[[StackConfig], None]
+
+
+def config_from_pulumi() -> StackConfig:
+    config = pulumi.Config(CONFIG_NAMESPACE)
+    return parse_stack_config(config.get_object("kubernetes"), config.get_object("replicas"))
+
+
+def describe(error: InferCraneError) -> str:
+    problems = getattr(error, "problems", None) or (str(error),)
+    return f"[{error.code}] " + "\n  - ".join(["InferCrane refused to continue:", *problems])
+
+
+def build_program(preflight: Preflight) -> Callable[[], None]:
+    def program() -> None:
+        try:
+            config = config_from_pulumi()
+            preflight(config)
+        except InferCraneError as error:
+            raise pulumi.RunError(describe(error)) from error
+        provider = stack_provider(config.kubernetes)
+        replicas = {
+            intent.external_key: ReplicaComponent(
+                settings=config.kubernetes, intent=intent, provider=provider
+            ).outputs()
+            for intent in config.replicas
+        }
+        pulumi.export("namespace", config.kubernetes.namespace)
+        pulumi.export("workloadApi", config.kubernetes.workload_api)
+        pulumi.export("replicas", replicas)
+
+    return program
