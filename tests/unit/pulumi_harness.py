@@ -1,0 +1,113 @@
+"""Run the real program under ``pulumi.runtime.set_mocks`` and record every registration."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import rpc
+from pulumi.runtime.mocks import MockMonitor
+
+from infercrane_pulumi.program import Preflight, build_program
+
+
+@dataclass
+class Registration:
+    type: str
+    name: str
+    parent: str
+    provider: str
+    custom: bool
+    inputs: dict[str, Any]
+    secret_inputs: frozenset[str]
+
+
+@dataclass
+class Run:
+    registrations: list[Registration] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: Exception | None = None
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == type_]
+
+    @property
+    def kubernetes_objects(self) -> list[Registration]:
+        return [
+            r for r in self.registrations if r.custom and not r.type.startswith("pulumi:providers:")
+        ]
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        return f"{args.name}-id", args.inputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        return {}
+
+
+class _RecordingMonitor(MockMonitor):
+    def __init__(self, run: Run) -> None:
+        super().__init__(_Mocks())
+        self._run = run
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self._run.registrations.append(
+                Registration(
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    provider=request.provider,
+                    custom=bool(request.custom),
+                    inputs=pulumi.runtime.rpc.deserialize_properties(request.object),
+                    secret_inputs=_secret_keys(request.object),
+                )
+            )
+        return response
+
+
+def _secret_keys(struct: Any) -> frozenset[str]:
+    raw = json_format.MessageToDict(struct)
+    return frozenset(
+        key
+        for key, value in raw.items()
+        if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+    )
+
+
+def run_program(
+    kubernetes: Any, replicas: Any, *, preflight: Preflight | None = None, preview: bool = False
+) -> Run:
+    """Run ``build_program`` once with the given config blocks; never raises the program error."""
+    run = Run()
+    pulumi.runtime.set_mocks(
+        _Mocks(),
+        project="infercrane",
+        stack="unit",
+        preview=preview,
+        monitor=_RecordingMonitor(run),
+    )
+    pulumi.runtime.set_all_config(
+        {
+            "infercrane:kubernetes": json.dumps(kubernetes),
+            "infercrane:replicas": json.dumps(replicas),
+        }
+    )
+    program = build_program(preflight or (lambda config: None))
+
+    @pulumi.runtime.test
+    def body() -> None:
+        program()
+
+    try:
+        body()
+    except Exception as error:  # the tests assert on the error they expect
+        run.error = error
+    root = pulumi.runtime.get_root_resource()
+    run.outputs = dict(getattr(root, "outputs", {}) or {})
+    return run

@@ -1,0 +1,37 @@
+"""Valid configuration blocks the unit tests start from and then break or extend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DIGEST = "sha256:" + "ab" * 32
+IMAGE = f"registry.example/vllm/vllm-openai@{DIGEST}"
+WORKLOAD_IMAGE = f"registry.example/lmsysorg/sglang@sha256:{'cd' * 32}"
+# A credential value that must never surface anywhere the tests can see.
+SECRET_VALUE = "sk-test-4f0c2b9e-never-print-me"
+
+
+def kubernetes(**overrides: Any) -> dict[str, Any]:
+    return {"context": "kind-infercrane", "imageDigest": IMAGE} | overrides
+
+
+def replica(**overrides: Any) -> dict[str, Any]:
+    return {"externalKey": "dep-7-r0", "model": "Qwen/Qwen3-8B", "gpu": "NVIDIA-L40S"} | overrides
+
+
+def workload(**overrides: Any) -> dict[str, Any]:
+    return {
+        "image": WORKLOAD_IMAGE,
+        "command": [
+            "python",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "${MODEL}",
+            "--port",
+            "${PORT}",
+        ],
+        "port": 30000,
+        "readinessPath": "/ready",
+        "shutdownGraceSeconds": 45,
+    } | overrides

@@ -1,0 +1,109 @@
+"""The command line a reviewer and an operator use: output, exit codes, envelopes."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infercrane_pulumi import cli, manifests
+from infercrane_pulumi.intents import load_stack_file
+from tests.unit import samples
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "stacks" / "Pulumi.demo.yaml"
+
+
+def run(argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(argv, stdout=out, stderr=err, **kwargs)
+    return code, out.getvalue(), err.getvalue()
+
+
+def write_stack(tmp_path: Path, kubernetes: Any, replicas: Any) -> Path:
+    path = tmp_path / "Pulumi.test.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {"config": {"infercrane:kubernetes": kubernetes, "infercrane:replicas": replicas}}
+        )
+    )
+    return path
+
+
+def test_render_prints_the_exact_objects_without_a_cluster() -> None:
+    def no_cluster(*_: Any) -> Any:
+        raise AssertionError("render must not connect")
+
+    code, out, err = run(["render", "--config", str(DEMO)], connect=no_cluster)
+    assert (code, err) == (0, "")
+    assert list(yaml.safe_load_all(out)) == manifests.stack_objects(load_stack_file(DEMO))
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["Deployment", "Service"] * 2
+
+
+def test_render_json_is_a_versioned_envelope() -> None:
+    code, out, _ = run(["render", "--config", str(DEMO), "--json"])
+    envelope = json.loads(out)
+    assert code == 0
+    assert {k: envelope[k] for k in ("apiVersion", "command", "ok")} == {
+        "apiVersion": "infercrane.dev/cli/v1",
+        "command": "render",
+        "ok": True,
+    }
+    assert len(envelope["result"]) == 4
+
+
+def test_invalid_config_exits_2_one_line_per_problem_and_nothing_on_stdout(
+    tmp_path: Path,
+) -> None:
+    path = write_stack(
+        tmp_path, {"context": "c", "imageDigest": "vllm:latest"}, [samples.replica(port=0)]
+    )
+    code, out, err = run(["render", "--config", str(path)])
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "render: infercrane:kubernetes.imageDigest: must be digest-pinned as "
+        "<repository>@sha256:<64 lowercase hex>, got 'vllm:latest'",
+        "render: infercrane:replicas[0].port: Input should be greater than or equal to 1",
+    ]
+
+
+def test_missing_file_is_invalid_input(tmp_path: Path) -> None:
+    code, out, err = run(["render", "--config", str(tmp_path / "absent.yaml")])
+    assert (code, out) == (2, "")
+    assert "cannot read" in err
+
+
+def test_invalid_config_as_json_envelope(tmp_path: Path) -> None:
+    path = write_stack(tmp_path, {"context": "c"}, [])
+    code, out, _ = run(["doctor", "--config", str(path), "--json"])
+    assert code == 2
+    assert json.loads(out)["error"] == {
+        "code": "invalid-config",
+        "retryable": False,
+        "problems": ["infercrane:kubernetes.imageDigest: is required"],
+    }
+
+
+def test_unreachable_cluster_exits_3_and_says_retry(tmp_path: Path) -> None:
+    from infercrane_pulumi.errors import ClusterUnavailableError
+
+    def unreachable(*_: Any) -> Any:
+        raise ClusterUnavailableError("cannot reach the API server (MaxRetryError)")
+
+    path = write_stack(tmp_path, samples.kubernetes(), [samples.replica()])
+    code, _, err = run(["inspect", "--config", str(path)], connect=unreachable)
+    assert code == 3
+    assert err == "inspect: cannot reach the API server (MaxRetryError)\n"
+
+
+def test_secret_value_in_the_environment_never_reaches_rendered_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("INFERCRANE_WORKER_API_KEY", samples.SECRET_VALUE)
+    code, out, err = run(["render", "--config", str(DEMO)])
+    assert code == 0
+    assert samples.SECRET_VALUE not in out + err

@@ -1,0 +1,163 @@
+"""The Pulumi shape, through the real program under mocks: what gets registered, and how."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infercrane_pulumi import manifests
+from infercrane_pulumi.errors import OwnershipError
+from infercrane_pulumi.intents import parse_stack_config
+from tests.unit import samples
+from tests.unit.pulumi_harness import run_program
+
+PROVIDER_TYPE = "pulumi:providers:kubernetes"
+REPLICA_TYPE = "infercrane:kubernetes:Replica"
+STACK_URN = "urn:pulumi:unit::infercrane::pulumi:pulumi:Stack::infercrane-unit"
+
+
+def three_replicas() -> list[dict[str, Any]]:
+    return [
+        samples.replica(externalKey="dep-7-r0"),
+        samples.replica(externalKey="dep-7-r1", modelRevision="abc", runtimeArgs=["--tp", "2"]),
+        samples.replica(externalKey="dep-8-r0", workload=samples.workload()),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("workload_api", "child_types"),
+    [
+        ("deployment", ["kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Service"]),
+        ("kserve", ["kubernetes:serving.kserve.io/v1beta1:InferenceService"]),
+    ],
+)
+def test_each_intent_is_one_component_owning_exactly_its_objects(
+    workload_api: str, child_types: list[str]
+) -> None:
+    kubernetes = samples.kubernetes(workloadApi=workload_api)
+    run = run_program(kubernetes, three_replicas())
+    assert run.error is None
+
+    expected = manifests.stack_objects(parse_stack_config(kubernetes, three_replicas()))
+    components = run.of_type(REPLICA_TYPE)
+    assert sorted(c.name for c in components) == sorted({o["metadata"]["name"] for o in expected})
+    assert all(c.parent == STACK_URN for c in components)
+
+    objects = run.kubernetes_objects
+    assert len(objects) == len(expected) == 3 * len(child_types)
+    for registration in objects:
+        owner = registration.name.rsplit("-", 1)[0]
+        assert registration.parent.endswith(f"{REPLICA_TYPE}::{owner}")
+        assert registration.type in child_types
+        assert registration.name in {
+            f"{owner}-deployment",
+            f"{owner}-service",
+            f"{owner}-inferenceservice",
+        }
+    # Registered inputs are the pure manifests, field for field.
+    registered = sorted(
+        (r.inputs for r in objects), key=lambda o: (o["metadata"]["name"], o["kind"])
+    )
+    assert registered == expected
+
+
+def test_one_explicit_provider_per_stack_with_ssa_and_a_stable_cluster_identifier() -> None:
+    kubernetes = samples.kubernetes(namespace="team-a", kubeconfig="/etc/infercrane/kubeconfig")
+    run = run_program(kubernetes, three_replicas())
+    [provider] = run.of_type(PROVIDER_TYPE)
+    assert provider.name == "infercrane-team-a"
+    assert {
+        k: provider.inputs[k]
+        for k in ("context", "namespace", "clusterIdentifier", "enableServerSideApply")
+    } == {
+        "context": "kind-infercrane",
+        "namespace": "team-a",
+        "clusterIdentifier": "kind-infercrane",
+        "enableServerSideApply": "true",
+    }
+    assert "kubeconfig" in provider.secret_inputs
+    for registration in run.kubernetes_objects:
+        assert "$pulumi:providers:kubernetes::infercrane-team-a::" in registration.provider
+
+
+def test_without_kubeconfig_the_provider_gets_none_and_context_stays_explicit() -> None:
+    run = run_program(samples.kubernetes(), [samples.replica()])
+    [provider] = run.of_type(PROVIDER_TYPE)
+    assert "kubeconfig" not in provider.inputs
+    assert provider.inputs["context"] == "kind-infercrane"
+
+
+@pytest.mark.parametrize("workload_api", ["deployment", "kserve"])
+def test_every_object_carries_our_field_manager_and_nothing_forces(workload_api: str) -> None:
+    run = run_program(samples.kubernetes(workloadApi=workload_api), three_replicas())
+    assert run.kubernetes_objects
+    for registration in run.kubernetes_objects:
+        annotations = registration.inputs["metadata"]["annotations"]
+        assert annotations["pulumi.com/patchFieldManager"] == "infercrane-provider-v1"
+        assert annotations["pulumi.com/skipAwait"] == "true"
+        assert annotations["pulumi.com/deletionPropagationPolicy"] == "background"
+    everything = json.dumps([r.inputs for r in run.registrations]).lower()
+    assert "patchforce" not in everything
+    assert "force" not in json.dumps([r.inputs for r in run.of_type(PROVIDER_TYPE)]).lower()
+
+
+def test_stack_outputs_per_key_give_resource_id_objects_and_endpoint() -> None:
+    kubernetes = samples.kubernetes(namespace="team-a")
+    run = run_program(kubernetes, [samples.replica(), samples.replica(externalKey="k2", port=9000)])
+    name = "infercrane-8b51d0fee928a78116afaac0"
+    assert run.outputs["namespace"] == "team-a"
+    assert run.outputs["workloadApi"] == "deployment"
+    assert set(run.outputs["replicas"]) == {"dep-7-r0", "k2"}
+    assert run.outputs["replicas"]["dep-7-r0"] == {
+        "resourceId": f"kubernetes:deployment:team-a/{name}",
+        "endpoint": f"http://{name}.team-a.svc:8000",
+        "objects": [{"kind": "Deployment", "name": name}, {"kind": "Service", "name": name}],
+    }
+    assert run.outputs["replicas"]["k2"]["endpoint"].endswith(".team-a.svc:9000")
+
+
+def test_kserve_outputs_point_at_the_predictor_service() -> None:
+    run = run_program(samples.kubernetes(workloadApi="kserve"), [samples.replica()])
+    name = "infercrane-8b51d0fee928a78116afaac0"
+    assert run.outputs["replicas"]["dep-7-r0"] == {
+        "resourceId": f"kubernetes:kserve:infercrane-system/{name}",
+        "endpoint": f"http://{name}-predictor.infercrane-system.svc:80",
+        "objects": [{"kind": "InferenceService", "name": name}],
+    }
+
+
+def test_preflight_sees_the_validated_config_before_any_registration() -> None:
+    seen: list[int] = []
+    run = run_program(
+        samples.kubernetes(),
+        three_replicas(),
+        preflight=lambda config: seen.append(len(config.replicas)),
+    )
+    assert seen == [3]
+    assert run.error is None
+
+
+def test_a_refusing_preflight_means_zero_registrations() -> None:
+    def refuse(config: object) -> None:
+        raise OwnershipError(["Deployment/infercrane-system/x: exists but is not exactly ours"])
+
+    run = run_program(samples.kubernetes(), three_replicas(), preflight=refuse)
+    assert run.registrations == []
+    assert "[ownership-conflict]" in str(run.error)
+    assert "Deployment/infercrane-system/x: exists but is not exactly ours" in str(run.error)
+
+
+def test_the_worker_secret_value_never_reaches_outputs_or_inputs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("INFERCRANE_WORKER_API_KEY", samples.SECRET_VALUE)
+    monkeypatch.setenv("VLLM_API_KEY", samples.SECRET_VALUE)
+    run = run_program(samples.kubernetes(), three_replicas())
+    assert run.error is None
+    seen = json.dumps([r.inputs for r in run.registrations]) + json.dumps(run.outputs)
+    assert samples.SECRET_VALUE not in seen
+    assert '"secretKeyRef": {"key": "api-key", "name": "infercrane-worker"}' in json.dumps(
+        [r.inputs for r in run.registrations], sort_keys=True
+    )

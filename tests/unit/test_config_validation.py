@@ -1,0 +1,343 @@
+"""Bad input is refused as a whole, every problem named, before anything is registered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.intents import parse_stack_config
+from tests.unit import samples
+from tests.unit.pulumi_harness import run_program
+
+K = "infercrane:kubernetes"
+R = "infercrane:replicas"
+
+BAD_INPUTS: list[tuple[str, dict[str, Any], list[Any], str]] = [
+    (
+        "missing context",
+        {"imageDigest": samples.IMAGE},
+        [samples.replica()],
+        f"{K}.context: is required",
+    ),
+    ("missing image", {"context": "c"}, [samples.replica()], f"{K}.imageDigest: is required"),
+    (
+        "unknown settings key",
+        samples.kubernetes(replicasPerNode=2),
+        [samples.replica()],
+        f"{K}.replicasPerNode: is not a known key",
+    ),
+    (
+        "unknown intent key",
+        samples.kubernetes(),
+        [samples.replica(priority=1)],
+        f"{R}[0].priority: is not a known key",
+    ),
+    (
+        "latest tag",
+        samples.kubernetes(imageDigest="registry.example/vllm:latest"),
+        [samples.replica()],
+        f"{K}.imageDigest: must be digest-pinned",
+    ),
+    (
+        "short digest",
+        samples.kubernetes(imageDigest="registry.example/vllm@sha256:abc"),
+        [samples.replica()],
+        f"{K}.imageDigest: must be digest-pinned",
+    ),
+    (
+        "uppercase digest",
+        samples.kubernetes(imageDigest="r.example/v@sha256:" + "AB" * 32),
+        [samples.replica()],
+        f"{K}.imageDigest: must be digest-pinned",
+    ),
+    (
+        "mutable workload image",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(image="ghcr.io/sglang:v0.4"))],
+        f"{R}[0].workload.image: must be digest-pinned",
+    ),
+    (
+        "workload api",
+        samples.kubernetes(workloadApi="statefulset"),
+        [samples.replica()],
+        f"{K}.workloadApi: Input should be 'deployment' or 'kserve'",
+    ),
+    (
+        "namespace uppercase",
+        samples.kubernetes(namespace="InferCrane"),
+        [samples.replica()],
+        f"{K}.namespace: must be a DNS label starting with a letter",
+    ),
+    (
+        "namespace digit first",
+        samples.kubernetes(namespace="7crane"),
+        [samples.replica()],
+        f"{K}.namespace: must be a DNS label starting with a letter",
+    ),
+    (
+        "namespace too long",
+        samples.kubernetes(namespace="n" * 64),
+        [samples.replica()],
+        f"{K}.namespace: must be a DNS label starting with a letter of at most 63",
+    ),
+    (
+        "service account dots",
+        samples.kubernetes(serviceAccount="infer.crane"),
+        [samples.replica()],
+        f"{K}.serviceAccount: must be a DNS label",
+    ),
+    (
+        "secret name underscore",
+        samples.kubernetes(workerSecretName="worker_key"),
+        [samples.replica()],
+        f"{K}.workerSecretName: must be a DNS label",
+    ),
+    (
+        "secret key slash",
+        samples.kubernetes(workerSecretKey="api/key"),
+        [samples.replica()],
+        f"{K}.workerSecretKey: must be [A-Za-z0-9._-]",
+    ),
+    (
+        "secret key leading dot",
+        samples.kubernetes(workerSecretKey=".api-key"),
+        [samples.replica()],
+        f"{K}.workerSecretKey: must be [A-Za-z0-9._-]",
+    ),
+    (
+        "secret key trailing dash",
+        samples.kubernetes(workerSecretKey="api-key-"),
+        [samples.replica()],
+        f"{K}.workerSecretKey: must be [A-Za-z0-9._-]",
+    ),
+    (
+        "empty model",
+        samples.kubernetes(),
+        [samples.replica(model="  ")],
+        f"{R}[0].model: must not be empty",
+    ),
+    ("empty gpu", samples.kubernetes(), [samples.replica(gpu="")], f"{R}[0].gpu: must be a label"),
+    (
+        "gpu not a label value",
+        samples.kubernetes(),
+        [samples.replica(gpu="NVIDIA L40S")],
+        f"{R}[0].gpu: must be a label value",
+    ),
+    (
+        "missing model",
+        samples.kubernetes(),
+        [{"externalKey": "k", "gpu": "NVIDIA-L4"}],
+        f"{R}[0].model: is required",
+    ),
+    (
+        "port zero",
+        samples.kubernetes(),
+        [samples.replica(port=0)],
+        f"{R}[0].port: Input should be greater than or equal to 1",
+    ),
+    (
+        "port too big",
+        samples.kubernetes(),
+        [samples.replica(port=65536)],
+        f"{R}[0].port: Input should be less than or equal to 65535",
+    ),
+    (
+        "port as string",
+        samples.kubernetes(),
+        [samples.replica(port="8000")],
+        f"{R}[0].port: Input should be a valid integer",
+    ),
+    (
+        "workload port too big",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(port=70000))],
+        f"{R}[0].workload.port: Input should be less than or equal to 65535",
+    ),
+    (
+        "duplicate keys",
+        samples.kubernetes(),
+        [samples.replica(), samples.replica(gpu="NVIDIA-L4")],
+        f"{R}: externalKey 'dep-7-r0' appears 2 times",
+    ),
+    (
+        "key too long",
+        samples.kubernetes(),
+        [samples.replica(externalKey="k" * 254)],
+        f"{R}[0].externalKey: must be at most 253 bytes, got 254",
+    ),
+    (
+        "key too long in bytes",
+        samples.kubernetes(),
+        [samples.replica(externalKey="é" * 127)],
+        f"{R}[0].externalKey: must be at most 253 bytes, got 254",
+    ),
+    (
+        "empty key",
+        samples.kubernetes(),
+        [samples.replica(externalKey="")],
+        f"{R}[0].externalKey: must not be empty",
+    ),
+    (
+        "argv NUL",
+        samples.kubernetes(),
+        [samples.replica(runtimeArgs=["--x\x00y"])],
+        f"{R}[0].runtimeArgs: entry 0 contains a NUL byte",
+    ),
+    (
+        "argv entry too long",
+        samples.kubernetes(),
+        [samples.replica(runtimeArgs=["a" * 4097])],
+        f"{R}[0].runtimeArgs: entry 0 is longer than 4096 characters",
+    ),
+    (
+        "argv too many",
+        samples.kubernetes(),
+        [samples.replica(runtimeArgs=["-v"] * 129)],
+        f"{R}[0].runtimeArgs: must have at most 128 entries, got 129",
+    ),
+    (
+        "credential in args",
+        samples.kubernetes(),
+        [samples.replica(runtimeArgs=["--api-key", "${WORKER_API_KEY}"])],
+        f"{R}[0].runtimeArgs: entry 1 references ${{WORKER_API_KEY}}",
+    ),
+    (
+        "credential via k8s expansion",
+        samples.kubernetes(),
+        [samples.replica(runtimeArgs=["--api-key=$(VLLM_API_KEY)"])],
+        f"{R}[0].runtimeArgs: entry 0 references $(VLLM_API_KEY)",
+    ),
+    (
+        "credential in workload command",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(command=["run", "${WORKER_API_KEY}"]))],
+        f"{R}[0].workload.command: entry 1 references ${{WORKER_API_KEY}}",
+    ),
+    (
+        "empty workload command",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(command=[]))],
+        f"{R}[0].workload.command: Value should have at least 1 item",
+    ),
+    (
+        "unknown placeholder",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(command=["run", "${MODLE}"]))],
+        f"{R}[0].workload.command: unknown placeholder ${{MODLE}}",
+    ),
+    (
+        "revision placeholder without revision",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(command=["run", "${MODEL_REVISION}"]))],
+        f"{R}[0].workload.command: uses ${{MODEL_REVISION}} but modelRevision is unset",
+    ),
+    (
+        "readiness path relative",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(readinessPath="health"))],
+        f"{R}[0].workload.readinessPath: String should match pattern",
+    ),
+    (
+        "negative grace",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(shutdownGraceSeconds=-1))],
+        f"{R}[0].workload.shutdownGraceSeconds: Input should be greater than or equal to 0",
+    ),
+    (
+        "gpu resource unqualified",
+        samples.kubernetes(gpuResource="gpu"),
+        [samples.replica()],
+        f"{K}.gpuResource: must be a qualified name",
+    ),
+    (
+        "shm size not a quantity",
+        samples.kubernetes(shmSize="lots"),
+        [samples.replica()],
+        f"{K}.shmSize: must be a memory quantity",
+    ),
+    (
+        "toleration effect",
+        samples.kubernetes(tolerations=[{"key": "gpu", "effect": "Never"}]),
+        [samples.replica()],
+        f"{K}.tolerations[0].effect: Input should be",
+    ),
+    (
+        "replicas not a list",
+        samples.kubernetes(),
+        {"dep-7-r0": samples.replica()},  # type: ignore[list-item]
+        f"{R}: Input should be a valid",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("kubernetes", "replicas", "expected"),
+    [case[1:] for case in BAD_INPUTS],
+    ids=[case[0] for case in BAD_INPUTS],
+)
+def test_bad_input_is_refused_before_anything_is_registered(
+    kubernetes: dict[str, Any], replicas: list[Any], expected: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config(kubernetes, replicas)
+    assert any(problem.startswith(expected) for problem in refused.value.problems), (
+        refused.value.problems
+    )
+
+    preflight_calls: list[object] = []
+    run = run_program(kubernetes, replicas, preflight=preflight_calls.append)
+    assert run.error is not None and expected in str(run.error)
+    assert run.registrations == []
+    assert preflight_calls == []  # no cluster call either
+
+
+def test_every_problem_is_reported_together() -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config(
+            {"imageDigest": "vllm:latest", "namespace": "Bad"},
+            [samples.replica(port=0), samples.replica(model="")],
+        )
+    assert sorted(refused.value.problems) == sorted(
+        [
+            f"{K}.context: is required",
+            f"{K}.namespace: must be a DNS label starting with a letter of at most 63 characters, "
+            "got 'Bad'",
+            f"{K}.imageDigest: must be digest-pinned as <repository>@sha256:<64 lowercase hex>, "
+            "got 'vllm:latest'",
+            f"{R}[0].port: Input should be greater than or equal to 1",
+            f"{R}[1].model: must not be empty",
+            f"{R}: externalKey 'dep-7-r0' appears 2 times; keys must be unique",
+        ]
+    )
+
+
+def test_defaults_fill_a_minimal_config() -> None:
+    config = parse_stack_config(samples.kubernetes(), [samples.replica()])
+    settings = config.kubernetes
+    assert (settings.namespace, settings.workload_api, settings.service_account) == (
+        "infercrane-system",
+        "deployment",
+        "infercrane-runtime",
+    )
+    assert (settings.worker_secret_name, settings.worker_secret_key) == (
+        "infercrane-worker",
+        "api-key",
+    )
+    assert (settings.gpu_resource, settings.gpu_product_label) == (
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.product",
+    )
+    assert config.replicas[0].port == 8000
+    assert config.replicas[0].runtime_args == []
+
+
+def test_image_with_tag_and_digest_is_pinned() -> None:
+    image = f"registry.example:5000/team/vllm:v0.9.1@{samples.DIGEST}"
+    config = parse_stack_config(samples.kubernetes(imageDigest=image), [samples.replica()])
+    assert config.kubernetes.image_digest == image
+
+
+def test_zero_intents_is_a_valid_empty_stack() -> None:
+    assert parse_stack_config(samples.kubernetes(), None).replicas == ()
