@@ -140,11 +140,23 @@ def ownership_problems(desired: Manifest, live: Mapping[str, Any] | None) -> lis
     if not entries:
         return [f"{what}: has no managedFields, so the provider would force its apply; refusing"]
     return [
-        f"{what}: fields managed by {entry.get('manager')!r} ({entry.get('operation')}) would be "
-        "silently taken over by pulumi-kubernetes; have that manager release them first"
+        f"{what}: fields {', '.join(field_paths(entry.get('fieldsV1') or {})) or '(none)'} "
+        f"managed by {entry.get('manager')!r} ({entry.get('operation')}) would be silently "
+        "taken over by pulumi-kubernetes; have that manager release them first"
         for entry in entries
         if (entry.get("manager"), entry.get("operation")) in TAKEOVER_MANAGERS
     ]
+
+
+def field_paths(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Leaf paths of a managedFields ``fieldsV1`` set, like ``.spec.replicas``."""
+    paths: list[str] = []
+    for key, sub in fields.items():
+        if key == ".":
+            continue
+        step = f"{prefix}.{key[2:]}" if key.startswith("f:") else f"{prefix}[{key[2:]}]"
+        paths += field_paths(sub, step) if sub else [step]
+    return paths
 
 
 def conflict_problems(obj: Manifest, response: Response) -> list[str]:

@@ -109,10 +109,19 @@ def test_a_same_named_object_that_is_not_exactly_ours_is_refused_before_any_dry_
 def test_managers_pulumi_would_silently_rename_are_refused(manager: tuple[str, str]) -> None:
     desired = manifests.stack_objects(config())[0]
     live = live_copy(desired, [("infercrane-provider-v1", "Apply"), manager])
+    live["metadata"]["managedFields"][1]["fieldsV1"] = {
+        "f:spec": {
+            "f:replicas": {},
+            "f:template": {
+                "f:spec": {"f:containers": {'k:{"name":"runtime"}': {".": {}, "f:image": {}}}}
+            },
+        }
+    }
     assert kube.ownership_problems(desired, live) == [
-        f"Deployment/{NS}/{desired['metadata']['name']}: fields managed by {manager[0]!r} "
-        f"({manager[1]}) would be silently taken over by pulumi-kubernetes; have that manager "
-        "release them first"
+        f"Deployment/{NS}/{desired['metadata']['name']}: fields .spec.replicas, "
+        '.spec.template.spec.containers[{"name":"runtime"}].image managed by '
+        f"{manager[0]!r} ({manager[1]}) would be silently taken over by pulumi-kubernetes; "
+        "have that manager release them first"
     ]
 
 

@@ -1,0 +1,46 @@
+# The two commands a new user needs: `make demo` (main job) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+TOOLS_BIN = $(shell hack/tools/build.sh --bin-dir)
+
+export PULUMI_SKIP_UPDATE_CHECK := true
+export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
+
+.PHONY: demo test unit lint fmt tools venv clean
+
+## demo: build/reuse the toolchain, start a disposable control plane, run a real `pulumi up`
+demo: venv tools
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_pulumi.demo $(DEMO_ARGS)
+
+## test: lint, type-check, unit tests, then real-engine conformance on the local control plane
+test: venv tools lint
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m pytest -rs $(PYTEST_ARGS)
+
+## unit: the fast tests only (no binaries, no cluster)
+unit: venv
+	$(PY) -m pytest -rs tests/unit
+
+lint: venv
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+fmt: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+## tools: build what is missing of the pinned toolchain into ~/.cache/infercrane/tools/<key>
+tools:
+	hack/tools/build.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $@
+
+clean:
+	rm -rf .infercrane .mypy_cache .ruff_cache .pytest_cache

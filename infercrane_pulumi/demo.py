@@ -1,0 +1,111 @@
+"""``make demo``: a disposable control plane, the shipped bootstrap, and a real ``pulumi up``.
+
+Starts etcd + kube-apiserver + kube-controller-manager on loopback, applies ``deploy/kubernetes``
+as admin, creates the worker Secret without echoing it, then, as the provider identity bound
+only to the shipped Role, runs the real Pulumi engine on ``stacks/Pulumi.demo.yaml`` and shows
+what it made: every owned object with its field managers and observed state. Tears everything
+down unless ``--keep``. The passphrase below protects only this throwaway demo state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from infercrane_pulumi import automation, kube
+from infercrane_pulumi.intents import load_stack_file
+from infercrane_pulumi.localcluster import LocalControlPlane, find_binary
+from infercrane_pulumi.localcluster.bootstrap import bootstrap_namespace
+from infercrane_pulumi.localcluster.state import save_state
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+DEMO_STACK = "demo"
+DEMO_PASSPHRASE = "infercrane-demo-only"  # documented; the demo state is thrown away
+
+
+def _managers(obj: dict[str, Any]) -> str:
+    entries = (obj.get("metadata") or {}).get("managedFields") or []
+    return ", ".join(sorted({f"{e['manager']}({e['operation']})" for e in entries}))
+
+
+def show(cluster: kube.Cluster, stack_file: Path) -> None:
+    config = load_stack_file(stack_file)
+    print("\nOwned objects, read back from the API server as the provider identity:")
+    for entry in kube.inventory(cluster, config):
+        print(f"  {entry.external_key}: state={entry.state}")
+        for obj in entry.objects:
+            meta = obj["metadata"]
+            print(f"    {obj['kind']}/{meta['name']}  managers: {_managers(obj)}")
+    print("  (provisioning: the local control plane has no node, so no GPU Pod can be scheduled)")
+
+
+def run(*, keep: bool, state_root: Path) -> int:
+    bin_dir = find_binary("pulumi").parent
+    control_plane = LocalControlPlane().start()
+    try:
+        print(
+            f"control plane up in {control_plane.cold_start_seconds:.1f}s at {control_plane.server}"
+        )
+        with control_plane.api_client(control_plane.admin_context) as admin:
+            bootstrap_namespace(admin, load_stack_file(_stack_file()).kubernetes.namespace)
+        print("bootstrapped deploy/kubernetes and the worker Secret (value not shown)")
+        env = automation.PulumiEnvironment(
+            state_dir=state_root / "state",
+            pulumi_home=PROJECT_DIR / ".infercrane" / "pulumi-home",
+            passphrase=DEMO_PASSPHRASE,
+            bin_dir=bin_dir,
+            kubeconfig=control_plane.kubeconfig_path,
+        )
+        stack = automation.open_stack(DEMO_STACK, project_dir=PROJECT_DIR, env=env)
+        started = time.monotonic()
+        result = automation.up(stack, on_output=lambda line: print(line, end=""))
+        print(
+            f"\npulumi up: {result.summary.result} in {time.monotonic() - started:.1f}s, "
+            f"changes {result.summary.resource_changes}"
+        )
+        settings = load_stack_file(_stack_file()).kubernetes.model_copy(
+            update={"kubeconfig": str(control_plane.kubeconfig_path)}
+        )
+        show(kube.connect(settings), _stack_file())
+        if keep:
+            state = control_plane.detach()
+            save_state(state_root / "localcluster", state)
+            print(
+                f"\nkept: KUBECONFIG={control_plane.kubeconfig_path}; stop with "
+                f"`python -m infercrane_pulumi.localcluster down --dir "
+                f"{state_root / 'localcluster'}`"
+            )
+        return 0
+    finally:
+        if control_plane.running:
+            control_plane.stop()
+            shutil.rmtree(state_root, ignore_errors=True)
+            print("control plane stopped, temporary files removed")
+
+
+def _stack_file() -> Path:
+    return PROJECT_DIR / "stacks" / f"Pulumi.{DEMO_STACK}.yaml"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infercrane_pulumi.demo")
+    parser.add_argument("--keep", action="store_true", help="leave the control plane running")
+    args = parser.parse_args(argv)
+    state_root = Path(tempfile.mkdtemp(prefix="demo-", dir=_local_dir()))
+    return run(keep=args.keep, state_root=state_root)
+
+
+def _local_dir() -> Path:
+    path = PROJECT_DIR / ".infercrane"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

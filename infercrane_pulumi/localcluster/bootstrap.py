@@ -1,0 +1,90 @@
+"""Bootstrap a namespace on a local control plane the way the README tells an operator to.
+
+As admin: the shipped ``deploy/kubernetes`` manifests (rewritten to the target namespace, rules
+untouched), a RoleBinding of the shipped Role(s) to the provider identity's user (what the
+docs prescribe for a control plane outside the cluster), and the worker Secret with a fresh
+random value that is returned to the caller and never printed or put on a command line.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import utils
+from kubernetes.client import ApiClient
+
+from infercrane_pulumi.localcluster.certs import PROVIDER_USER
+
+DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+SHIPPED_NAMESPACE = "infercrane-system"
+BASE_FILES = ("base/namespace.yaml", "base/service-accounts.yaml", "base/provider-rbac.yaml")
+KSERVE_FILES = ("kserve/provider-rbac.yaml",)
+
+
+@dataclass(frozen=True)
+class Bootstrapped:
+    namespace: str
+    roles: tuple[str, ...]
+    worker_secret_value: str  # for the caller's leak checks only; never print it
+
+
+def shipped_objects(namespace: str, *, kserve: bool, deploy_dir: Path = DEPLOY_DIR) -> list[Any]:
+    """The shipped manifests with ``infercrane-system`` replaced by ``namespace``."""
+    files = BASE_FILES + (KSERVE_FILES if kserve else ())
+    documents = [
+        copy.deepcopy(doc)
+        for name in files
+        for doc in yaml.safe_load_all((deploy_dir / name).read_text())
+        if doc
+    ]
+    for doc in documents:
+        meta = doc["metadata"]
+        if doc["kind"] == "Namespace":
+            meta["name"] = namespace
+        else:
+            meta["namespace"] = namespace
+        for subject in doc.get("subjects", []):
+            if subject.get("namespace") == SHIPPED_NAMESPACE:
+                subject["namespace"] = namespace
+    return documents
+
+
+def user_binding(namespace: str, role: str, user: str = PROVIDER_USER) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"{role}-user", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+
+
+def worker_secret(namespace: str, value: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "infercrane-worker", "namespace": namespace},
+        "type": "Opaque",
+        "stringData": {"api-key": value},
+    }
+
+
+def bootstrap_namespace(admin: ApiClient, namespace: str, *, kserve: bool = False) -> Bootstrapped:
+    """Create everything a stack in ``namespace`` needs; objects that already exist are kept."""
+    documents = shipped_objects(namespace, kserve=kserve)
+    roles = tuple(doc["metadata"]["name"] for doc in documents if doc["kind"] == "Role")
+    value = secrets.token_urlsafe(32)
+    documents += [user_binding(namespace, role) for role in roles]
+    documents.append(worker_secret(namespace, value))
+    for document in documents:
+        try:
+            utils.create_from_dict(admin, document, namespace=namespace)  # type: ignore[no-untyped-call]
+        except utils.FailToCreateError as error:
+            if any(getattr(cause, "status", None) != 409 for cause in error.api_exceptions):
+                raise
+    return Bootstrapped(namespace=namespace, roles=roles, worker_secret_value=value)

@@ -1,0 +1,173 @@
+"""A per-test Pulumi project and stack on the local control plane, driven like production.
+
+Each test gets its own namespace (bootstrapped from deploy/kubernetes as admin), its own stack
+name, and a project directory holding only ``Pulumi.yaml``, the project's tiny ``__main__.py``
+and ``stacks/Pulumi.<stack>.yaml``: the program itself is the installed package, run through the
+real CLI and Python language host. Cluster state is always read back as admin, never from Pulumi.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pulumi import automation as auto
+
+from infercrane_pulumi import automation, kube, naming
+from infercrane_pulumi.localcluster import LocalControlPlane
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "registry.example/vllm/vllm-openai@sha256:" + "5e" * 32
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T | None], *, timeout: float, what: str) -> T:
+    """Poll API state with a deadline; never sleep blindly."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def replica(key: str, **extra: Any) -> dict[str, Any]:
+    return {"externalKey": key, "model": "Qwen/Qwen3-0.6B", "gpu": "NVIDIA-L4"} | extra
+
+
+@dataclass
+class Harness:
+    control_plane: LocalControlPlane
+    env: automation.PulumiEnvironment
+    namespace: str
+    workdir: Path
+    admin: kube.Cluster
+    stack_name: str = field(default_factory=lambda: f"t{uuid.uuid4().hex[:10]}")
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def project_dir(self) -> Path:
+        return self.workdir / "project"
+
+    @property
+    def stack_file(self) -> Path:
+        return self.project_dir / "stacks" / f"Pulumi.{self.stack_name}.yaml"
+
+    def configure(self, replicas: list[dict[str, Any]], **settings: Any) -> Path:
+        """Write the project and this test's stack file; returns the stack file."""
+        (self.project_dir / "stacks").mkdir(parents=True, exist_ok=True)
+        project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+        project["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
+        (self.project_dir / "Pulumi.yaml").write_text(yaml.safe_dump(project))
+        shutil.copy(ROOT / "__main__.py", self.project_dir / "__main__.py")
+        kubernetes = {
+            "context": self.control_plane.provider_context,
+            "namespace": self.namespace,
+            "imageDigest": IMAGE,
+        } | settings
+        config = {"infercrane:kubernetes": kubernetes, "infercrane:replicas": replicas}
+        self.stack_file.write_text(yaml.safe_dump({"config": config}))
+        return self.stack_file
+
+    def stack(self, env: automation.PulumiEnvironment | None = None) -> auto.Stack:
+        return automation.open_stack(
+            self.stack_name, project_dir=self.project_dir, env=env or self.env
+        )
+
+    def _printer(self, line: str) -> None:
+        self.log.append(line)
+
+    def preview(self) -> auto.PreviewResult:
+        return automation.preview(self.stack(), on_output=self._printer)
+
+    def up(self, env: automation.PulumiEnvironment | None = None) -> auto.UpResult:
+        return automation.up(self.stack(env), on_output=self._printer)
+
+    def destroy(self) -> auto.DestroyResult:
+        return automation.destroy(self.stack(), on_output=self._printer)
+
+    # -- reading back, as admin -----------------------------------------------------------
+
+    def get(self, kind: kube.Kind, key_or_name: str) -> dict[str, Any] | None:
+        name = (
+            key_or_name
+            if key_or_name.startswith("infercrane-") or "/" in key_or_name
+            else naming.object_name(key_or_name)
+        )
+        return self.admin.get(kind, self.namespace, name)
+
+    def owned(self, kind: kube.Kind) -> list[dict[str, Any]]:
+        return self.admin.list(kind, self.namespace, naming.OWNED_SELECTOR)
+
+    def resource_versions(self) -> dict[str, str]:
+        return {
+            f"{kind.kind}/{item['metadata']['name']}": item["metadata"]["resourceVersion"]
+            for kind in (kube.DEPLOYMENT, kube.SERVICE)
+            for item in self.admin.list(kind, self.namespace, "")
+        }
+
+    def settled(self, key: str) -> dict[str, Any]:
+        """Wait until the Deployment controller has written its status for our Deployment."""
+
+        def observed() -> dict[str, Any] | None:
+            live = self.get(kube.DEPLOYMENT, key)
+            status = (live or {}).get("status") or {}
+            conditions = {c["type"] for c in status.get("conditions", [])}
+            generation = (live or {}).get("metadata", {}).get("generation")
+            if status.get("observedGeneration") == generation and "Progressing" in conditions:
+                return live
+            return None
+
+        return wait_for(observed, timeout=60, what=f"Deployment status of {key}")
+
+    def text(self) -> str:
+        return "".join(self.log)
+
+
+def managers(obj: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(e["manager"], e["operation"]) for e in obj["metadata"].get("managedFields", [])}
+
+
+def fields_of(obj: dict[str, Any], manager: str) -> dict[str, Any]:
+    [entry] = [e for e in obj["metadata"]["managedFields"] if e["manager"] == manager]
+    fields: dict[str, Any] = entry["fieldsV1"]
+    return fields
+
+
+def unowned(desired: Any, fields: dict[str, Any], path: str = "") -> list[str]:
+    """Paths of ``desired`` that ``fields`` (a managedFields fieldsV1) does not own."""
+    missing: list[str] = []
+    for key, value in desired.items():
+        if key in ("apiVersion", "kind"):
+            continue
+        owned = fields.get(f"f:{key}")
+        where = f"{path}.{key}"
+        if owned is None:
+            missing.append(where)
+        elif isinstance(value, dict):
+            missing += unowned(value, owned, where)
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            keyed = {k: v for k, v in owned.items() if k.startswith("k:")}
+            for item in value:
+                match = next(
+                    (
+                        sub
+                        for k, sub in keyed.items()
+                        if all(item.get(a) == b for a, b in json.loads(k[2:]).items())
+                    ),
+                    None,
+                )
+                if keyed and match is None:
+                    missing.append(f"{where}[{item.get('name', '?')}]")
+                elif match is not None:
+                    missing += unowned(item, match, f"{where}[{item.get('name', '?')}]")
+    return missing

@@ -1,0 +1,282 @@
+"""Lifecycle through the real Pulumi engine on a real API server, as the provider identity.
+
+Scenarios 1-4, 10 and 11 of the conformance issue: strict apply, no-op re-run, restart
+observation, lost-state repair, deletion, secret hygiene. Every claim is read back from the API
+server as admin; Pulumi's own view is never the evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from pulumi import automation as auto
+
+from infercrane_pulumi import automation, kube, manifests, naming
+from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.intents import load_stack_file
+from infercrane_pulumi.localcluster.bootstrap import Bootstrapped
+from tests.conformance.harness import Harness, fields_of, managers, replica, unowned, wait_for
+
+pytestmark = pytest.mark.conformance
+
+
+def foreign_configmap(admin_client: client.ApiClient, namespace: str) -> str:
+    body = client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="someone-elses"), data={"owner": "another team"}
+    )
+    created = client.CoreV1Api(admin_client).create_namespaced_config_map(namespace, body)
+    return str(created.metadata.resource_version)
+
+
+def read_configmap_version(admin_client: client.ApiClient, namespace: str) -> str:
+    live = client.CoreV1Api(admin_client).read_namespaced_config_map("someone-elses", namespace)
+    return str(live.metadata.resource_version)
+
+
+def test_strict_apply_preview_writes_nothing_up_applies_under_our_manager_only(
+    harness: Harness, admin_client: client.ApiClient
+) -> None:
+    harness.configure([replica("strict-r0"), replica("strict-r1", runtimeArgs=["--tp", "1"])])
+    before = harness.resource_versions()
+
+    preview = harness.preview()
+    assert preview.change_summary.get("create", 0) >= 7  # provider, 2 components, 4 objects
+    assert harness.resource_versions() == before == {}
+
+    result = harness.up()
+    assert result.summary.result == "succeeded"
+    config = load_stack_file(harness.stack_file)
+    for desired in manifests.stack_objects(config):
+        live = harness.get(kube.KINDS[desired["kind"]], desired["metadata"]["name"])
+        assert live is not None
+        assert ("infercrane-provider-v1", "Apply") in managers(live)
+        assert not [m for m, _ in managers(live) if m.startswith("pulumi")]
+        assert unowned(desired, fields_of(live, "infercrane-provider-v1")) == []
+
+
+def test_preview_reaches_the_api_server_and_fails_on_admission_before_any_write(
+    harness: Harness, admin_client: client.ApiClient
+) -> None:
+    quota = client.V1ResourceQuota(
+        metadata=client.V1ObjectMeta(name="no-deployments"),
+        spec=client.V1ResourceQuotaSpec(hard={"count/deployments.apps": "0"}),
+    )
+    client.CoreV1Api(admin_client).create_namespaced_resource_quota(harness.namespace, quota)
+    wait_for(
+        lambda: (
+            client.CoreV1Api(admin_client)
+            .read_namespaced_resource_quota("no-deployments", harness.namespace)
+            .status.hard
+        ),
+        timeout=30,
+        what="quota status",
+    )
+    harness.configure([replica("admission-r0")])
+    with pytest.raises(InferCraneError) as refused:
+        harness.preview()
+    assert "exceeded quota" in str(refused.value)
+    assert harness.resource_versions() == {}
+
+
+def test_a_second_up_with_the_same_intents_writes_nothing(harness: Harness) -> None:
+    harness.configure([replica("noop-r0")])
+    harness.up()
+    harness.settled("noop-r0")
+    before = harness.resource_versions()
+    result = harness.up()
+    assert result.summary.resource_changes == {"same": 4}
+    assert harness.resource_versions() == before
+
+
+def _inspect(harness: Harness) -> dict[str, Any]:
+    """`infercrane inspect` in a new process, as the provider identity."""
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infercrane_pulumi",
+            "inspect",
+            "--config",
+            str(harness.stack_file),
+            "--json",
+        ],
+        env=os.environ | {"KUBECONFIG": str(harness.control_plane.kubeconfig_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    result: dict[str, Any] = json.loads(completed.stdout)
+    return result
+
+
+def test_restart_observation_from_a_fresh_process_and_workspace(
+    harness: Harness, tmp_path: Path
+) -> None:
+    keys = ["observe-r0", "observe-r1"]
+    harness.configure([replica(k) for k in keys])
+    harness.up()
+
+    fresh = Harness(
+        harness.control_plane,
+        harness.env,
+        harness.namespace,
+        tmp_path / "fresh",
+        harness.admin,
+        stack_name=harness.stack_name,
+    )
+    fresh.configure([replica(k) for k in keys])
+    outputs = fresh.stack().outputs()
+    assert sorted(outputs["replicas"].value) == keys
+
+    inventory = _inspect(fresh)["result"]
+    assert [(e["external_key"], e["state"]) for e in inventory] == [
+        ("observe-r0", "provisioning"),
+        ("observe-r1", "provisioning"),
+    ]
+
+
+def test_service_deleted_out_of_band_is_reported_degraded_then_recreated(
+    harness: Harness, admin_client: client.ApiClient
+) -> None:
+    harness.configure([replica("repair-r0")])
+    harness.up()
+    name = naming.object_name("repair-r0")
+    client.CoreV1Api(admin_client).delete_namespaced_service(name, harness.namespace)
+    wait_for(
+        lambda: harness.get(kube.SERVICE, name) is None or None, timeout=30, what="service gone"
+    )
+    assert _inspect(harness)["result"][0]["state"] == "degraded"
+
+    harness.up()
+    service = harness.get(kube.SERVICE, name)
+    assert service is not None
+    assert naming.is_exactly_ours(service["metadata"], harness.namespace, "repair-r0")
+    assert _inspect(harness)["result"][0]["state"] == "provisioning"
+
+
+def test_lost_pulumi_state_converges_by_taking_back_exactly_ours(
+    harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+) -> None:
+    harness.configure([replica("lost-r0"), replica("lost-r1")])
+    harness.up()
+    foreign_version = foreign_configmap(admin_client, harness.namespace)
+    uids = {
+        o["metadata"]["uid"]
+        for kind in (kube.DEPLOYMENT, kube.SERVICE)
+        for o in harness.owned(kind)
+    }
+
+    empty_backend = automation.PulumiEnvironment(
+        state_dir=tmp_path / "empty-state",
+        pulumi_home=harness.env.pulumi_home,
+        passphrase=harness.env.passphrase,
+        bin_dir=harness.env.bin_dir,
+        kubeconfig=harness.env.kubeconfig,
+    )
+    result = harness.up(empty_backend)
+    assert result.summary.result == "succeeded"
+    after = {
+        o["metadata"]["uid"]
+        for kind in (kube.DEPLOYMENT, kube.SERVICE)
+        for o in harness.owned(kind)
+    }
+    assert after == uids and len(after) == 4  # same objects, no duplicate
+    assert read_configmap_version(admin_client, harness.namespace) == foreign_version
+
+
+def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> None:
+    keys = [f"killed-r{i}" for i in range(4)]
+    harness.configure([replica(k) for k in keys])
+    harness.stack()  # create the stack before the raw CLI run
+    env = os.environ | harness.env.variables()
+    process = subprocess.Popen(
+        [
+            "pulumi",
+            "up",
+            "--yes",
+            "--skip-preview",
+            "--stack",
+            harness.stack_name,
+            "--non-interactive",
+        ],
+        cwd=harness.project_dir,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(
+            lambda: harness.owned(kube.DEPLOYMENT) or harness.owned(kube.SERVICE),
+            timeout=120,
+            what="the first object of the killed run",
+        )
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+    stack = harness.stack()  # opening recovers: stale lock, interrupted operations
+    result = automation.up(stack)
+    assert result.summary.result == "succeeded"
+    for kind in (kube.DEPLOYMENT, kube.SERVICE):
+        names = sorted(o["metadata"]["name"] for o in harness.owned(kind))
+        assert names == sorted(naming.object_name(k) for k in keys)
+    assert automation.stale_locks(harness.env, harness.stack_name) == []
+
+
+def test_removing_an_intent_and_destroy_delete_exactly_ours(
+    harness: Harness, admin_client: client.ApiClient
+) -> None:
+    harness.configure([replica("keep-r0"), replica("drop-r0")])
+    harness.up()
+    foreign_version = foreign_configmap(admin_client, harness.namespace)
+    kept = harness.get(kube.DEPLOYMENT, "keep-r0")
+    assert kept is not None
+
+    harness.configure([replica("keep-r0")])
+    harness.up()
+    assert harness.get(kube.DEPLOYMENT, "drop-r0") is None
+    assert harness.get(kube.SERVICE, "drop-r0") is None
+    still = harness.get(kube.DEPLOYMENT, "keep-r0")
+    assert still is not None and still["metadata"]["uid"] == kept["metadata"]["uid"]
+
+    started = time.monotonic()
+    harness.destroy()
+    harness.destroy()  # idempotent
+    elapsed = time.monotonic() - started
+    wait_for(
+        lambda: not (harness.owned(kube.DEPLOYMENT) or harness.owned(kube.SERVICE)),
+        timeout=30,
+        what="zero owned objects",
+    )
+    assert elapsed < 120
+    assert read_configmap_version(admin_client, harness.namespace) == foreign_version
+    print(f"\ntwo destroys took {elapsed:.1f}s; zero owned objects remain")
+
+
+def test_the_worker_secret_value_appears_nowhere(
+    harness: Harness, bootstrapped: Bootstrapped
+) -> None:
+    harness.configure([replica("hygiene-r0")])
+    harness.up()
+    stack: auto.Stack = harness.stack()
+    exported = json.dumps(stack.export_stack().deployment)
+    outputs = json.dumps({k: v.value for k, v in stack.outputs().items()})
+    value = bootstrapped.worker_secret_value
+    assert value not in exported
+    assert value not in outputs
+    assert value not in harness.text()
+    for path in [*harness.env.state_dir.rglob("*"), *harness.env.pulumi_home.rglob("*.log*")]:
+        if path.is_file():
+            assert value.encode() not in path.read_bytes(), path

@@ -1,0 +1,100 @@
+"""The shipped Role is enough and no more: doctor, and 403s for everything else (scenarios 8, 9)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from infercrane_pulumi.localcluster.bootstrap import Bootstrapped
+from tests.conformance.harness import Harness, replica
+
+pytestmark = pytest.mark.conformance
+
+
+def doctor(harness: Harness) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "infercrane_pulumi", "doctor", "--config", str(harness.stack_file)],
+        env=os.environ | {"KUBECONFIG": str(harness.control_plane.kubeconfig_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_doctor_passes_under_the_shipped_role_and_creates_nothing(harness: Harness) -> None:
+    harness.configure([replica("doctor-r0")])
+    before = harness.resource_versions()
+    completed = doctor(harness)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    lines = completed.stdout.splitlines()
+    assert lines[0].split() == ["STATUS", "NAME", "MESSAGE"]
+    assert all(line.startswith("OK") for line in lines[1:])
+    assert len(lines) == 1 + 2 + 2 * 6  # config, api; 5 verbs + list per resource
+    assert harness.resource_versions() == before == {}
+
+
+def test_doctor_names_the_verb_removed_from_the_role(
+    harness: Harness, admin_client: client.ApiClient
+) -> None:
+    rbac = client.RbacAuthorizationV1Api(admin_client)
+    role = rbac.read_namespaced_role("infercrane-provider-deployment", harness.namespace)
+    role.rules[1].verbs = [v for v in role.rules[1].verbs if v != "patch"]  # services
+    rbac.replace_namespaced_role("infercrane-provider-deployment", harness.namespace, role)
+    harness.configure([replica("doctor-r0")])
+    completed = doctor(harness)
+    assert completed.returncode == 1
+    failed = [line for line in completed.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1
+    assert failed[0].split()[1] == "rbac:patch:services"
+
+
+def _status(call: object) -> int:
+    try:
+        call()  # type: ignore[operator]
+    except ApiException as error:
+        return int(error.status)
+    return 200
+
+
+def test_the_provider_identity_is_denied_everything_else(
+    bootstrapped: Bootstrapped, provider_client: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(provider_client)
+    rbac = client.RbacAuthorizationV1Api(provider_client)
+    ns = bootstrapped.namespace
+    denied = {
+        "read secret": lambda: core.read_namespaced_secret("infercrane-worker", ns),
+        "list secrets": lambda: core.list_namespaced_secret(ns),
+        "list pods": lambda: core.list_namespaced_pod(ns),
+        "create namespace": lambda: core.create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name="provider-made"))
+        ),
+        "create cluster role": lambda: rbac.create_cluster_role(
+            client.V1ClusterRole(metadata=client.V1ObjectMeta(name="provider-made"))
+        ),
+        "patch role": lambda: rbac.patch_namespaced_role(
+            "infercrane-provider-deployment", ns, {"rules": []}
+        ),
+        "create role binding": lambda: rbac.create_namespaced_role_binding(
+            ns,
+            {
+                "metadata": {"name": "escalate"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "cluster-admin",
+                },
+                "subjects": [{"kind": "User", "name": "infercrane-provider"}],
+            },
+        ),
+        "list deployments elsewhere": lambda: client.AppsV1Api(
+            provider_client
+        ).list_namespaced_deployment("default"),
+    }
+    assert {what: _status(call) for what, call in denied.items()} == dict.fromkeys(denied, 403)
