@@ -1,0 +1,37 @@
+"""Disposable local Kubernetes control plane for tests and local runs.
+
+etcd + kube-apiserver (RBAC) + kube-controller-manager on loopback, with a
+kubeconfig holding an ``infercrane-admin`` and an ``infercrane-provider``
+context.  No scheduler, no kubelet: Pods stay Pending by design.
+Nothing in this package provisions real infrastructure.
+"""
+
+from __future__ import annotations
+
+from .binaries import TOOLS_BIN_ENV, BinaryNotFoundError, find_binary
+from .controlplane import (
+    ControlPlaneBinaries,
+    ControlPlaneError,
+    LocalControlPlane,
+    new_api_client,
+)
+from .crds import CrdError, install_crd
+from .kubeconfig import ADMIN_CONTEXT, CLUSTER_NAME, PROVIDER_CONTEXT
+from .ports import free_port, free_ports
+
+__all__ = [
+    "ADMIN_CONTEXT",
+    "CLUSTER_NAME",
+    "PROVIDER_CONTEXT",
+    "TOOLS_BIN_ENV",
+    "BinaryNotFoundError",
+    "ControlPlaneBinaries",
+    "ControlPlaneError",
+    "CrdError",
+    "LocalControlPlane",
+    "find_binary",
+    "free_port",
+    "free_ports",
+    "install_crd",
+    "new_api_client",
+]

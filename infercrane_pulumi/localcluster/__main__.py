@@ -1,0 +1,132 @@
+"""Command line: ``python -m infercrane_pulumi.localcluster up|down [--dir DIR]``.
+
+``up`` starts the local control plane *detached* (the daemons outlive this
+command) and records how to stop it in DIR; ``down`` stops whatever DIR
+records and removes DIR.  Exit codes: 0 ok, 1 failure, 2 bad usage.
+This entry point must not start a second cluster over a live one, and must
+never stop processes that DIR does not record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .binaries import BinaryNotFoundError
+from .controlplane import ControlPlaneError, LocalControlPlane
+from .processes import ProcessStartError
+from .state import StateError, load_state, save_state, stop_recorded, teardown
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+DEFAULT_STATE_DIR = Path(".infercrane") / "localcluster"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m infercrane_pulumi.localcluster",
+        description="Start or stop a disposable local Kubernetes control plane.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{up,down}")
+    dir_help = f"state directory (default: <cwd>/{DEFAULT_STATE_DIR})"
+    up = commands.add_parser("up", help="start the control plane in the background")
+    up.add_argument("--dir", type=Path, help=dir_help)
+    up.add_argument(
+        "--timeout",
+        type=float,
+        default=180.0,
+        help="seconds each component may take to become ready (default: 180)",
+    )
+    down = commands.add_parser("down", help="stop the control plane recorded in --dir")
+    down.add_argument("--dir", type=Path, help=dir_help)
+    return parser
+
+
+def _err(message: str) -> None:
+    print(f"localcluster: {message}", file=sys.stderr)
+
+
+def _up(state_dir: Path, timeout: float) -> int:
+    try:
+        existing = load_state(state_dir)
+    except StateError as exc:
+        _err(f"{exc}; remove {state_dir} or run `down` first")
+        return EXIT_FAILED
+    if existing is not None:
+        if existing.any_running():
+            _err(f"already up (kubeconfig {existing.kubeconfig_path}); run `down` first")
+            return EXIT_FAILED
+        # Leftovers of a cluster that died on its own: clear them before reusing DIR.
+        _, errors = stop_recorded(state_dir)
+        if errors:
+            _err(f"could not clear the previous cluster in {state_dir}: {'; '.join(errors)}")
+            return EXIT_FAILED
+
+    created_dir = not state_dir.exists()
+    plane = LocalControlPlane(base_dir=state_dir, startup_timeout=timeout)
+    try:
+        plane.start()
+    except (BinaryNotFoundError, ControlPlaneError, ProcessStartError, OSError) as exc:
+        if created_dir:
+            shutil.rmtree(state_dir, ignore_errors=True)
+        _err(f"start failed: {exc}")
+        return EXIT_FAILED
+
+    state = plane.detach()
+    try:
+        save_state(state_dir, state)
+    except OSError as exc:
+        # Without a record nobody could stop the daemons later, so stop them now.
+        teardown(state.processes, state.workdir, grace=15.0)
+        _err(f"could not record state in {state_dir}: {exc}")
+        return EXIT_FAILED
+
+    print(f"kubeconfig: {state.kubeconfig_path}")
+    print(f"server: {state.server}")
+    print(f"admin context: {state.admin_context}")
+    print(f"provider context: {state.provider_context}")
+    print(f"cold start: {state.cold_start_seconds:.1f}s")
+    print(f"stop with: python -m infercrane_pulumi.localcluster down --dir {state_dir}")
+    return EXIT_OK
+
+
+def _down(state_dir: Path) -> int:
+    try:
+        found, errors = stop_recorded(state_dir)
+    except StateError as exc:
+        _err(str(exc))
+        return EXIT_FAILED
+    if errors:
+        for error in errors:
+            _err(error)
+        return EXIT_FAILED
+    print(
+        f"stopped local control plane in {state_dir}"
+        if found
+        else f"nothing recorded in {state_dir}"
+    )
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:
+        # argparse exits 2 on bad usage and 0 for --help; report instead of exiting.
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    state_dir: Path = (args.dir or Path.cwd() / DEFAULT_STATE_DIR).absolute()
+    if args.command == "up":
+        if args.timeout <= 0:
+            _err("--timeout must be positive")
+            return EXIT_USAGE
+        return _up(state_dir, args.timeout)
+    return _down(state_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Locate the control-plane executables (etcd, kube-apiserver, kube-controller-manager).
+
+The binaries are built by ``hack/tools/build.sh`` into a versioned cache; this
+module only *finds* them.  It must never build, download or install anything:
+a missing binary is reported with an error that says how to provide it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+TOOLS_BIN_ENV = "INFERCRANE_TOOLS_BIN"
+"""Environment variable naming a directory that holds the binaries; checked first."""
+
+BUILD_SCRIPT_RELATIVE = Path("hack") / "tools" / "build.sh"
+
+CONTROL_PLANE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
+
+# Where build.sh caches its output; only consulted while the script itself is absent.
+_CACHE_GLOB_ROOT = Path.home() / ".cache" / "infercrane" / "tools"
+
+
+class BinaryNotFoundError(FileNotFoundError):
+    """A control-plane executable could not be located."""
+
+
+def repo_root() -> Path:
+    """The checkout this package lives in (three levels above this file)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def _build_script_bin_dir(script: Path) -> Path | None:
+    # `--bin-dir` only prints where the script puts (or would put) binaries; it
+    # must not build, so a short timeout keeps a misbehaving script from hanging us.
+    try:
+        completed = subprocess.run(
+            ["bash", str(script), "--bin-dir"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [line.strip() for line in completed.stdout.splitlines() if line.strip()]
+    return Path(lines[-1]) if lines else None
+
+
+def candidate_dirs(root: Path | None = None) -> list[Path]:
+    """Directories searched, in priority order (for error messages and tests)."""
+    env_dir = os.environ.get(TOOLS_BIN_ENV)
+    if env_dir:
+        # An explicit override is authoritative: silently falling back to some
+        # other cache would hide a typo in the variable.
+        return [Path(env_dir)]
+    script = (root or repo_root()) / BUILD_SCRIPT_RELATIVE
+    if script.is_file():
+        found = _build_script_bin_dir(script)
+        return [found] if found is not None else []
+    # Cache entries are named by content hash, so the most recently built one is
+    # the best guess at what the current checkout would build.
+    return sorted(_CACHE_GLOB_ROOT.glob("*/bin"), key=_mtime, reverse=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def find_binary(name: str, *, root: Path | None = None) -> Path:
+    """Return the path of executable ``name`` or raise :class:`BinaryNotFoundError`."""
+    searched = candidate_dirs(root)
+    for directory in searched:
+        path = directory / name
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    where = ", ".join(str(d) for d in searched) or "nowhere (no candidate directory exists)"
+    raise BinaryNotFoundError(
+        f"control-plane binary {name!r} not found (searched: {where}). "
+        f"Set {TOOLS_BIN_ENV} to a directory containing {', '.join(CONTROL_PLANE_BINARIES)}, "
+        f"or build them with `{BUILD_SCRIPT_RELATIVE}` "
+        f"(its `--bin-dir` output is searched when {TOOLS_BIN_ENV} is unset)."
+    )
+
+
+def find_control_plane_binaries(*, root: Path | None = None) -> dict[str, Path]:
+    """All three binaries, keyed by name; raises on the first one missing."""
+    return {name: find_binary(name, root=root) for name in CONTROL_PLANE_BINARIES}

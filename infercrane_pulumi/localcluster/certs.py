@@ -1,0 +1,258 @@
+"""In-memory PKI for the disposable local control plane.
+
+Everything here is throwaway: a fresh CA per cluster, short-lived certificates,
+unencrypted keys written only inside the cluster's temporary directory.  This
+module must never be used for anything that outlives a local test cluster, and
+it must not touch the filesystem itself (callers decide where PEM bytes go).
+
+Identities matter for the project's tests: the *admin* is in ``system:masters``
+(full rights), while the *provider* identity carries no group at all, so that
+it can only do what the project's shipped RBAC Role grants it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+ADMIN_USER = "infercrane-admin"
+ADMIN_GROUPS: tuple[str, ...] = ("system:masters",)
+PROVIDER_USER = "infercrane-provider"
+PROVIDER_GROUPS: tuple[str, ...] = ()
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+# With --use-service-account-credentials=false every controller (garbage
+# collector, namespace deleter, ReplicaSet ...) runs as this one user, but the
+# bootstrap role for it only covers the controller manager's own bookkeeping;
+# the per-controller rights live in roles bound to per-controller service
+# accounts.  Full rights are the simple, honest equivalent for a throwaway cluster.
+CONTROLLER_MANAGER_GROUPS: tuple[str, ...] = ("system:masters",)
+
+# First address of the apiserver's --service-cluster-ip-range; in-cluster clients
+# reach the apiserver through it, so it must be in the serving cert.
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+
+APISERVER_DNS_NAMES: tuple[str, ...] = (
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
+APISERVER_IPS: tuple[str, ...] = ("127.0.0.1", "::1", KUBERNETES_SERVICE_IP)
+
+_VALIDITY = datetime.timedelta(days=7)
+# Tolerate small clock differences between processes verifying the certs.
+_BACKDATE = datetime.timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """A PEM certificate and its unencrypted PKCS#8 PEM private key."""
+
+    cert_pem: bytes
+    key_pem: bytes
+
+    @property
+    def certificate(self) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(self.cert_pem)
+
+
+@dataclass(frozen=True)
+class CertificateAuthority:
+    """A self-signed CA that signs every other certificate of one cluster."""
+
+    key: ec.EllipticCurvePrivateKey
+    certificate: x509.Certificate
+
+    @property
+    def cert_pem(self) -> bytes:
+        return self.certificate.public_bytes(serialization.Encoding.PEM)
+
+    @property
+    def key_pem(self) -> bytes:
+        return _private_pem(self.key)
+
+
+@dataclass(frozen=True)
+class ServiceAccountKeys:
+    """Signing key for service-account tokens and the public half used to verify them."""
+
+    private_pem: bytes
+    public_pem: bytes
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    # P-256 keys are generated in microseconds (RSA takes ~100 ms each) and are
+    # accepted by etcd, the apiserver, the controller manager and Python's ssl.
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _name(common_name: str, organizations: Sequence[str] = ()) -> x509.Name:
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return x509.Name(attributes)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def generate_ca(common_name: str = "infercrane-local-ca") -> CertificateAuthority:
+    key = _new_key()
+    now = _now()
+    subject = _name(common_name)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return CertificateAuthority(key=key, certificate=cert)
+
+
+def _issue(
+    ca: CertificateAuthority,
+    subject: x509.Name,
+    usages: Sequence[x509.ObjectIdentifier],
+    san: x509.SubjectAlternativeName | None,
+) -> KeyPair:
+    key = _new_key()
+    now = _now()
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca.certificate.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()),
+            critical=False,
+        )
+    )
+    if san is not None:
+        builder = builder.add_extension(san, critical=False)
+    cert = builder.sign(ca.key, hashes.SHA256())
+    return KeyPair(
+        cert_pem=cert.public_bytes(serialization.Encoding.PEM),
+        key_pem=_private_pem(key),
+    )
+
+
+def issue_serving_cert(
+    ca: CertificateAuthority,
+    common_name: str,
+    dns_names: Sequence[str],
+    ip_addresses: Sequence[str],
+) -> KeyPair:
+    """A TLS server certificate valid for the given names and addresses."""
+    san = x509.SubjectAlternativeName(
+        [x509.DNSName(name) for name in dns_names]
+        + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    )
+    return _issue(ca, _name(common_name), [ExtendedKeyUsageOID.SERVER_AUTH], san)
+
+
+def issue_apiserver_serving_cert(ca: CertificateAuthority) -> KeyPair:
+    """The kube-apiserver's serving cert: loopback plus the in-cluster service names."""
+    return issue_serving_cert(ca, "kube-apiserver", APISERVER_DNS_NAMES, APISERVER_IPS)
+
+
+def issue_client_cert(
+    ca: CertificateAuthority,
+    common_name: str,
+    organizations: Sequence[str] = (),
+) -> KeyPair:
+    """A client certificate; the apiserver maps CN to the user and each O to a group."""
+    return _issue(ca, _name(common_name, organizations), [ExtendedKeyUsageOID.CLIENT_AUTH], None)
+
+
+def generate_service_account_keys() -> ServiceAccountKeys:
+    key = _new_key()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return ServiceAccountKeys(private_pem=_private_pem(key), public_pem=public)
+
+
+@dataclass(frozen=True)
+class ClusterPki:
+    """Every credential one local cluster needs, generated together."""
+
+    ca: CertificateAuthority
+    apiserver_serving: KeyPair
+    controller_manager_serving: KeyPair
+    admin: KeyPair
+    provider: KeyPair
+    controller_manager: KeyPair
+    service_account: ServiceAccountKeys
+
+
+def generate_cluster_pki() -> ClusterPki:
+    ca = generate_ca()
+    return ClusterPki(
+        ca=ca,
+        apiserver_serving=issue_apiserver_serving_cert(ca),
+        controller_manager_serving=issue_serving_cert(
+            ca, "kube-controller-manager", ["localhost"], ["127.0.0.1"]
+        ),
+        admin=issue_client_cert(ca, ADMIN_USER, ADMIN_GROUPS),
+        provider=issue_client_cert(ca, PROVIDER_USER, PROVIDER_GROUPS),
+        controller_manager=issue_client_cert(
+            ca, CONTROLLER_MANAGER_USER, CONTROLLER_MANAGER_GROUPS
+        ),
+        service_account=generate_service_account_keys(),
+    )

@@ -1,0 +1,458 @@
+"""A disposable Kubernetes control plane (etcd + kube-apiserver + kube-controller-manager).
+
+It exists so the project's tests and local runs get a real apiserver with real
+RBAC, garbage collection and workload controllers, without Docker or a node:
+there is no scheduler and no kubelet, so Pods stay Pending by design.
+
+Every process listens on 127.0.0.1 only, every file lives in one temporary
+directory, and :meth:`LocalControlPlane.stop` (also run when a start step
+fails) must leave no process and no directory behind.  This module must not
+install anything, must not touch a kubeconfig outside its workdir, and must
+never act as the provider identity on anyone's behalf.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Self, TypeVar
+
+from . import health
+from .binaries import find_binary
+from .certs import (
+    CONTROLLER_MANAGER_USER,
+    SERVICE_CLUSTER_IP_RANGE,
+    ClusterPki,
+    KeyPair,
+    generate_cluster_pki,
+)
+from .kubeconfig import (
+    ADMIN_CONTEXT,
+    CLUSTER_NAME,
+    PROVIDER_CONTEXT,
+    build_kubeconfig,
+    write_kubeconfig,
+)
+from .ports import LOOPBACK, free_ports
+from .processes import ManagedProcess, release, start_process, wait_until_ready
+from .state import ClusterState, teardown
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+WORKDIR_PREFIX = "infercrane-localcluster-"
+
+_T = TypeVar("_T")
+
+
+class ControlPlaneError(RuntimeError):
+    """Starting or stopping the local control plane failed."""
+
+
+@dataclass(frozen=True)
+class ControlPlaneBinaries:
+    etcd: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path
+
+    @classmethod
+    def discover(cls) -> ControlPlaneBinaries:
+        """Locate all three via :func:`.binaries.find_binary` (raises if any is missing)."""
+        return cls(
+            etcd=find_binary("etcd"),
+            kube_apiserver=find_binary("kube-apiserver"),
+            kube_controller_manager=find_binary("kube-controller-manager"),
+        )
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where each file of one cluster lives inside its workdir."""
+
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def controller_manager_kubeconfig(self) -> Path:
+        return self.root / "kube-controller-manager.kubeconfig"
+
+    def pem(self, name: str) -> Path:
+        return self.pki / name
+
+
+def _write_private(path: Path, data: bytes) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+def _write_pair(layout: _Layout, stem: str, pair: KeyPair) -> tuple[Path, Path]:
+    cert = layout.pem(f"{stem}.crt")
+    cert.write_bytes(pair.cert_pem)
+    return cert, _write_private(layout.pem(f"{stem}.key"), pair.key_pem)
+
+
+class LocalControlPlane:
+    """Start with :meth:`start` (or ``with LocalControlPlane() as cp:``), stop with :meth:`stop`.
+
+    Contexts in :attr:`kubeconfig_path`: :attr:`admin_context` (``system:masters``)
+    and :attr:`provider_context` (no rights until the project's Role is bound).
+    """
+
+    def __init__(
+        self,
+        *,
+        binaries: ControlPlaneBinaries | None = None,
+        base_dir: Path | None = None,
+        startup_timeout: float = 120.0,
+        stop_grace: float = 15.0,
+    ) -> None:
+        self._binaries = binaries
+        self._base_dir = base_dir
+        self._startup_timeout = startup_timeout
+        self._stop_grace = stop_grace
+        self._workdir: Path | None = None
+        self._layout: _Layout | None = None
+        self._processes: list[ManagedProcess] = []
+        self._server: str | None = None
+        self._cold_start_seconds: float | None = None
+        self._detached = False
+
+    # -- public read-only view -------------------------------------------------
+
+    @property
+    def workdir(self) -> Path:
+        return self._require(self._workdir, "workdir")
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self._require(self._layout, "kubeconfig_path").kubeconfig
+
+    @property
+    def server(self) -> str:
+        return self._require(self._server, "server")
+
+    @property
+    def admin_context(self) -> str:
+        return ADMIN_CONTEXT
+
+    @property
+    def provider_context(self) -> str:
+        return PROVIDER_CONTEXT
+
+    @property
+    def cluster_name(self) -> str:
+        return CLUSTER_NAME
+
+    @property
+    def cold_start_seconds(self) -> float:
+        """Wall time of :meth:`start`, from PKI generation to a healthy controller manager."""
+        return self._require(self._cold_start_seconds, "cold_start_seconds")
+
+    @property
+    def processes(self) -> tuple[ManagedProcess, ...]:
+        """Daemons currently owned, in start order."""
+        return tuple(self._processes)
+
+    @property
+    def running(self) -> bool:
+        return self._cold_start_seconds is not None and not self._detached
+
+    @staticmethod
+    def _require(value: _T | None, what: str) -> _T:
+        if value is None:
+            raise ControlPlaneError(f"{what} is only available after start()")
+        return value
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Bring up etcd, kube-apiserver, kube-controller-manager in order.
+
+        On any failure everything already started is stopped and the workdir
+        removed before the exception propagates.
+        """
+        if self._workdir is not None:
+            raise ControlPlaneError("this LocalControlPlane was already started")
+        began = time.monotonic()
+        # Resolve binaries before creating anything, so a missing one costs nothing.
+        binaries = self._binaries or ControlPlaneBinaries.discover()
+        if self._base_dir is not None:
+            self._base_dir.mkdir(parents=True, exist_ok=True)
+        self._workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=self._base_dir))
+        self._layout = _Layout(self._workdir)
+        # Daemons live in their own sessions, so nothing kills them when this
+        # interpreter exits; a caller that forgets stop() must not leak them.
+        atexit.register(self._stop_at_exit)
+        try:
+            self._start_all(binaries, self._layout)
+        except BaseException as exc:
+            try:
+                self.stop()
+            except ControlPlaneError as rollback_error:
+                exc.add_note(f"rollback after the failed start also failed: {rollback_error}")
+            raise
+        self._cold_start_seconds = time.monotonic() - began
+        return self
+
+    def _start_all(self, binaries: ControlPlaneBinaries, layout: _Layout) -> None:
+        layout.pki.mkdir(mode=0o700)
+        layout.logs.mkdir()
+        pki = generate_cluster_pki()
+        etcd_client, etcd_peer, apiserver_port, kcm_port = free_ports(4)
+        self._server = f"https://{LOOPBACK}:{apiserver_port}"
+        files = self._write_pki(layout, pki)
+
+        self._write_kubeconfigs(layout, pki)
+
+        etcd = self._spawn(
+            "etcd",
+            [str(binaries.etcd), *_etcd_args(layout.etcd_data, etcd_client, etcd_peer)],
+        )
+        wait_until_ready(
+            etcd,
+            functools.partial(health.etcd_healthy, etcd_client),
+            timeout=self._startup_timeout,
+        )
+
+        apiserver = self._spawn(
+            "kube-apiserver",
+            [
+                str(binaries.kube_apiserver),
+                *_apiserver_args(files, etcd_client, apiserver_port),
+            ],
+        )
+        admin_tls = health.client_tls_context(
+            files["ca.crt"], files["admin.crt"], files["admin.key"]
+        )
+        # /readyz (not /healthz) waits for post-start hooks such as RBAC bootstrap
+        # roles, without which the controller manager would be denied.
+        wait_until_ready(
+            apiserver,
+            functools.partial(health.endpoint_ok, apiserver_port, "/readyz", admin_tls),
+            timeout=self._startup_timeout,
+        )
+
+        kcm = self._spawn(
+            "kube-controller-manager",
+            [
+                str(binaries.kube_controller_manager),
+                *_controller_manager_args(layout, files, kcm_port),
+            ],
+        )
+        kcm_tls = health.client_tls_context(files["ca.crt"])
+        wait_until_ready(
+            kcm,
+            functools.partial(health.endpoint_ok, kcm_port, "/healthz", kcm_tls),
+            timeout=self._startup_timeout,
+        )
+
+    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+        assert self._layout is not None
+        process = start_process(
+            name, argv, self._layout.logs / f"{name}.log", cwd=self._layout.root
+        )
+        # Recorded before readiness is awaited so a failed wait still stops it.
+        self._processes.append(process)
+        return process
+
+    @staticmethod
+    def _write_pki(layout: _Layout, pki: ClusterPki) -> dict[str, Path]:
+        files: dict[str, Path] = {}
+        files["ca.crt"] = layout.pem("ca.crt")
+        files["ca.crt"].write_bytes(pki.ca.cert_pem)
+        # The CA key lets the controller manager's CSR signer issue certificates.
+        files["ca.key"] = _write_private(layout.pem("ca.key"), pki.ca.key_pem)
+        for stem, pair in (
+            ("apiserver", pki.apiserver_serving),
+            ("kube-controller-manager-serving", pki.controller_manager_serving),
+            ("admin", pki.admin),
+            ("provider", pki.provider),
+            ("kube-controller-manager", pki.controller_manager),
+        ):
+            files[f"{stem}.crt"], files[f"{stem}.key"] = _write_pair(layout, stem, pair)
+        files["sa.key"] = _write_private(layout.pem("sa.key"), pki.service_account.private_pem)
+        files["sa.pub"] = layout.pem("sa.pub")
+        files["sa.pub"].write_bytes(pki.service_account.public_pem)
+        return files
+
+    def _write_kubeconfigs(self, layout: _Layout, pki: ClusterPki) -> None:
+        assert self._server is not None
+        write_kubeconfig(
+            layout.kubeconfig,
+            build_kubeconfig(
+                self._server,
+                pki.ca.cert_pem,
+                {ADMIN_CONTEXT: pki.admin, PROVIDER_CONTEXT: pki.provider},
+            ),
+        )
+        # The controller manager has no --context flag, so its file needs a current-context.
+        write_kubeconfig(
+            layout.controller_manager_kubeconfig,
+            build_kubeconfig(
+                self._server,
+                pki.ca.cert_pem,
+                {CONTROLLER_MANAGER_USER: pki.controller_manager},
+                current_context=CONTROLLER_MANAGER_USER,
+            ),
+        )
+
+    def stop(self) -> None:
+        """Stop every owned process (newest first) and delete the workdir. Idempotent.
+
+        Does nothing after :meth:`detach`, which hands ownership to the caller.
+        """
+        if self._detached:
+            return
+        atexit.unregister(self._stop_at_exit)
+        processes, self._processes = self._processes, []
+        workdir = self._workdir
+        errors = teardown(processes, workdir, grace=self._stop_grace)
+        self._cold_start_seconds = None
+        if errors:
+            raise ControlPlaneError("stopping the local control plane: " + "; ".join(errors))
+
+    def detach(self) -> ClusterState:
+        """Give up ownership: the daemons keep running after this object is gone.
+
+        The returned record is what :func:`.state.stop_recorded` needs later.
+        """
+        state = ClusterState(
+            workdir=self.workdir,
+            kubeconfig_path=self.kubeconfig_path,
+            server=self.server,
+            admin_context=self.admin_context,
+            provider_context=self.provider_context,
+            cold_start_seconds=self.cold_start_seconds,
+            processes=[release(p) for p in self._processes],
+        )
+        self._detached = True
+        atexit.unregister(self._stop_at_exit)
+        return state
+
+    def _stop_at_exit(self) -> None:
+        with contextlib.suppress(ControlPlaneError):
+            self.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- convenience for callers -----------------------------------------------
+
+    def api_client(self, context: str) -> ApiClient:
+        """A ``kubernetes`` client authenticated as ``context``'s user."""
+        return new_api_client(self.kubeconfig_path, context)
+
+    def install_crd(self, path: Path, *, timeout: float = 60.0) -> list[str]:
+        """Apply the CRD(s) in ``path`` as admin and wait until Established."""
+        from .crds import install_crd
+
+        with self.api_client(self.admin_context) as client:
+            return install_crd(client, path, timeout=timeout)
+
+
+def new_api_client(kubeconfig_path: Path, context: str) -> ApiClient:
+    """A ``kubernetes`` client for one named context (e.g. of a cluster started by ``up``)."""
+    from kubernetes import config
+
+    # The kubernetes package ships py.typed but leaves this loader unannotated.
+    api: ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(kubeconfig_path), context=context, persist_config=False
+    )
+    return api
+
+
+def _etcd_args(data_dir: Path, client_port: int, peer_port: int) -> list[str]:
+    client_url = f"http://{LOOPBACK}:{client_port}"
+    peer_url = f"http://{LOOPBACK}:{peer_port}"
+    return [
+        "--name=infercrane",
+        f"--data-dir={data_dir}",
+        f"--listen-client-urls={client_url}",
+        f"--advertise-client-urls={client_url}",
+        f"--listen-peer-urls={peer_url}",
+        f"--initial-advertise-peer-urls={peer_url}",
+        f"--initial-cluster=infercrane={peer_url}",
+        "--initial-cluster-state=new",
+        # A throwaway cluster gains nothing from fsync and start-up is much faster without it.
+        "--unsafe-no-fsync=true",
+    ]
+
+
+def _apiserver_args(files: dict[str, Path], etcd_client_port: int, secure_port: int) -> list[str]:
+    return [
+        f"--etcd-servers=http://{LOOPBACK}:{etcd_client_port}",
+        f"--bind-address={LOOPBACK}",
+        f"--advertise-address={LOOPBACK}",
+        f"--secure-port={secure_port}",
+        f"--tls-cert-file={files['apiserver.crt']}",
+        f"--tls-private-key-file={files['apiserver.key']}",
+        f"--client-ca-file={files['ca.crt']}",
+        "--authorization-mode=RBAC",
+        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+        f"--service-account-key-file={files['sa.pub']}",
+        f"--service-account-signing-key-file={files['sa.key']}",
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        # Endpoint validation rejects the loopback advertise address, so the default
+        # lease reconciler would fail forever writing the kubernetes Service endpoints.
+        "--endpoint-reconciler-type=none",
+        "--allow-privileged=true",
+    ]
+
+
+def _controller_manager_args(
+    layout: _Layout, files: dict[str, Path], secure_port: int
+) -> list[str]:
+    kubeconfig = layout.controller_manager_kubeconfig
+    return [
+        # No --authentication/--authorization-kubeconfig: delegated auth would look
+        # for a front-proxy CA this apiserver does not have and log errors forever,
+        # and only /healthz (always allowed anonymously) is ever queried here.
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        # Every controller then acts as the controller manager's own user, which
+        # is why that user is in system:masters (see certs.CONTROLLER_MANAGER_GROUPS).
+        "--use-service-account-credentials=false",
+        "--controllers=*",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={secure_port}",
+        f"--tls-cert-file={files['kube-controller-manager-serving.crt']}",
+        f"--tls-private-key-file={files['kube-controller-manager-serving.key']}",
+        f"--service-account-private-key-file={files['sa.key']}",
+        f"--root-ca-file={files['ca.crt']}",
+        f"--cluster-signing-cert-file={files['ca.crt']}",
+        f"--cluster-signing-key-file={files['ca.key']}",
+        f"--cluster-name={CLUSTER_NAME}",
+    ]
