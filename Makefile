@@ -7,6 +7,7 @@ TOOLS_BIN = $(shell hack/tools/build.sh --bin-dir)
 
 export PULUMI_SKIP_UPDATE_CHECK := true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
+export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 
 .PHONY: demo test unit lint fmt tools venv clean
 

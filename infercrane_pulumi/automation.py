@@ -48,6 +48,8 @@ class PulumiEnvironment:
             "PULUMI_HOME": str(self.pulumi_home.resolve()),
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            # Use the installed, version-pinned plugin, never a same-named binary on PATH.
+            "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
         }
         if self.bin_dir is not None:
             variables["PATH"] = os.pathsep.join([str(self.bin_dir), os.environ.get("PATH", "")])

@@ -11,6 +11,7 @@ output that could carry credentials.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -331,8 +332,9 @@ def connect(settings: KubernetesSettings) -> Cluster:
                 yaml.safe_load(source), context=settings.context
             )
         else:
+            # The client reads KUBECONFIG once at import; read it now, as kubectl would.
             api_client = kubeconfig_loader.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=source, context=settings.context
+                config_file=source or os.environ.get("KUBECONFIG"), context=settings.context
             )
     except (ConfigException, OSError, yaml.YAMLError, TypeError) as error:
         raise ConfigError(

@@ -190,5 +190,9 @@ def stack_objects(config: StackConfig) -> list[Manifest]:
     return sorted(objects, key=lambda obj: (obj["metadata"]["name"], obj["kind"]))
 
 
+# libyaml's emitter gives the same text about ten times faster when PyYAML was built with it.
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def to_yaml(objects: list[Manifest]) -> str:
-    return yaml.safe_dump_all(objects, sort_keys=True, default_flow_style=False)
+    return yaml.dump_all(objects, Dumper=_DUMPER, sort_keys=True, default_flow_style=False)

@@ -1,0 +1,66 @@
+"""How validation and rendering scale with the number of intents N (pure, no cluster).
+
+Run: .venv/bin/python -m benchmarks.bench_render [N ...]; writes benchmarks/results/render.{json,svg}.
+Not a test: numbers depend on the machine; nothing asserts a duration.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.plot import line_plot
+from infercrane_pulumi import manifests
+from infercrane_pulumi.intents import parse_stack_config
+
+RESULTS = Path(__file__).parent / "results"
+IMAGE = "registry.example/vllm@sha256:" + "ab" * 32
+
+
+def measure(n: int, repeat: int = 5) -> dict[str, float]:
+    replicas = [
+        {
+            "externalKey": f"bench-{i}",
+            "model": "Qwen/Qwen3-8B",
+            "gpu": "NVIDIA-L4",
+            "runtimeArgs": ["--max-model-len", "8192"],
+        }
+        for i in range(n)
+    ]
+    best = {"validate": float("inf"), "render": float("inf")}
+    for _ in range(repeat):
+        started = time.perf_counter()
+        config = parse_stack_config({"context": "c", "imageDigest": IMAGE}, replicas)
+        validated = time.perf_counter()
+        manifests.to_yaml(manifests.stack_objects(config))
+        rendered = time.perf_counter()
+        best["validate"] = min(best["validate"], validated - started)
+        best["render"] = min(best["render"], rendered - validated)
+    return best
+
+
+def main(argv: list[str]) -> int:
+    sizes = [int(a) for a in argv] or [1, 10, 100, 500, 1000]
+    results = {n: measure(n) for n in sizes}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "render.json").write_text(json.dumps(results, indent=2) + "\n")
+    line_plot(
+        RESULTS / "render.svg",
+        title="validate + render vs intents",
+        x_label="intents N",
+        y_label="seconds (best of 5)",
+        series={
+            step: [(n, r[step]) for n, r in results.items()] for step in ("validate", "render")
+        },
+    )
+    for n, r in results.items():
+        print(
+            f"N={n:5d}  validate {r['validate'] * 1e3:8.2f} ms  render {r['render'] * 1e3:8.2f} ms"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
