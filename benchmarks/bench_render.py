@@ -1,6 +1,7 @@
 """How validation and rendering scale with the number of intents N (pure, no cluster).
 
-Run: .venv/bin/python -m benchmarks.bench_render [N ...]; writes benchmarks/results/render.{json,svg}.
+Run: .venv/bin/python -m benchmarks.bench_render [N ...]
+Writes benchmarks/results/render.{json,svg}.
 Not a test: numbers depend on the machine; nothing asserts a duration.
 """
 

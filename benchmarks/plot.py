@@ -38,7 +38,8 @@ def line_plot(
         f'<text x="15" y="{HEIGHT / 2}" transform="rotate(-90 15 {HEIGHT / 2})" '
         f'text-anchor="middle">{y_label}</text>',
         f'<text x="{MARGIN - 5}" y="{MARGIN}" text-anchor="end">{y_max:.3g}</text>',
-        f'<text x="{WIDTH - MARGIN}" y="{HEIGHT - MARGIN + 15}" text-anchor="end">{x_max:.3g}</text>',
+        f'<text x="{WIDTH - MARGIN}" y="{HEIGHT - MARGIN + 15}" '
+        f'text-anchor="end">{x_max:.3g}</text>',
     ]
     for index, (name, values) in enumerate(sorted(series.items())):
         color = COLORS[index % len(COLORS)]
