@@ -64,7 +64,7 @@ def run(*, keep: bool, state_root: Path) -> int:
         )
         stack = automation.open_stack(DEMO_STACK, project_dir=PROJECT_DIR, env=env)
         started = time.monotonic()
-        result = automation.up(stack, on_output=lambda line: print(line, end=""))
+        result = automation.up(stack, on_output=print)
         print(
             f"\npulumi up: {result.summary.result} in {time.monotonic() - started:.1f}s, "
             f"changes {result.summary.resource_changes}"

@@ -1,0 +1,403 @@
+#!/usr/bin/env bash
+# Hermetic tool builder for infercrane. See hack/tools/README.md.
+#
+#   hack/tools/build.sh            build whatever is missing, install the kubernetes
+#                                  plugin into PULUMI_HOME; last stdout line: "bin: <dir>"
+#   hack/tools/build.sh --bin-dir  print the absolute bin dir only (no building)
+#   hack/tools/build.sh --update   regenerate the wrapper go.mod/go.sum from the pins below
+#                                  (maintainers, after a version bump); builds nothing
+#
+# Env: INFERCRANE_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools)
+#      INFERCRANE_TOOLS_OPTIONAL  space-separated families whose build failure is only a warning
+#      PULUMI_HOME              where the kubernetes plugin is installed
+#                               (default <repo>/.infercrane/pulumi-home)
+set -euo pipefail
+
+# ---------------------------------------------------------------------------
+# Pinned versions. Bump here, run `build.sh --update`, commit go.mod/go.sum.
+# ---------------------------------------------------------------------------
+ETCD_VERSION=v3.6.8              # the etcd that Kubernetes v1.36.3 pins (build/dependencies.yaml)
+KUBE_VERSION=v1.36.3             # k8s.io/kubernetes; staging modules -> v0.<minor>.<patch>
+PULUMI_VERSION=v3.274.0          # pkg/v3 + sdk/v3; PyPI pulumi is 3.272.0 but the proxy refuses
+                                 # pkg/v3 v3.272.0 and v3.273.0, v3.274.0 is the nearest it serves
+PULUMI_K8S_VERSION=4.25.0
+PULUMI_K8S_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199   # provider/v4 at the v4.25.0 release commit
+
+# Module / package paths.
+ETCD_PKG=go.etcd.io/etcd/server/v3
+KUBE_MOD=k8s.io/kubernetes
+PULUMI_PKG_MOD=github.com/pulumi/pulumi/pkg/v3
+PULUMI_SDK_MOD=github.com/pulumi/pulumi/sdk/v3
+PULUMI_K8S_MOD=github.com/pulumi/pulumi-kubernetes/provider/v4
+
+# Build order; each family is one wrapper module in hack/tools/<family>.
+FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes)
+
+TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+REPO_ROOT=$(cd "$TOOLS_DIR/../.." && pwd -P)
+CACHE_ROOT=${INFERCRANE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools}
+mkdir -p "$CACHE_ROOT"
+CACHE_ROOT=$(cd "$CACHE_ROOT" && pwd -P)
+
+export GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false" GOWORK=off CGO_ENABLED=0 GO111MODULE=on
+
+log() { echo "build.sh: $*" >&2; }
+die() { echo "build.sh: ERROR: $*" >&2; exit 1; }
+command -v go >/dev/null || die "go is not on PATH"
+
+GOVERSION=$(go env GOVERSION)
+GOOSARCH=$(go env GOOS)/$(go env GOARCH)
+
+family_outputs() {
+  case $1 in
+    etcd) echo etcd ;;
+    kubernetes) echo kube-apiserver kube-controller-manager ;;
+    pulumi) echo pulumi pulumi-language-python-exec ;;
+    pulumi-language-python) echo pulumi-language-python ;;
+    pulumi-kubernetes) echo pulumi-resource-kubernetes ;;
+  esac
+}
+
+family_pins() {
+  case $1 in
+    etcd) echo "$ETCD_PKG@$ETCD_VERSION" ;;
+    kubernetes) echo "$KUBE_MOD@$KUBE_VERSION" ;;
+    pulumi) echo "$PULUMI_PKG_MOD@$PULUMI_VERSION $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+    pulumi-language-python) echo "hack/tools/pulumi-language-python/main.go on $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+    pulumi-kubernetes) echo "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION version=$PULUMI_K8S_VERSION" ;;
+  esac
+}
+
+# -X flags that do not depend on the module cache (they are part of the cache key).
+family_xflags() {
+  local minor
+  case $1 in
+    kubernetes)
+      minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+      local p
+      for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        printf -- "-X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s " "$p" "$KUBE_VERSION" "$p" "$p" "$minor"
+      done ;;
+    pulumi|pulumi-language-python)
+      printf -- "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=%s" "$PULUMI_VERSION" ;;
+    pulumi-kubernetes)
+      printf -- "-X %s/pkg/version.Version=%s" "$PULUMI_K8S_MOD" "$PULUMI_K8S_VERSION" ;;
+  esac
+}
+
+short_hash() { sha256sum | cut -c1-12; }
+
+family_key() {
+  local fam=$1 f
+  {
+    echo "family=$fam go=$GOVERSION target=$GOOSARCH cgo=0 trimpath ldflags=-s -w $(family_xflags "$fam")"
+    echo "pins=$(family_pins "$fam")"
+    for f in "$TOOLS_DIR/$fam"/go.mod "$TOOLS_DIR/$fam"/go.sum "$TOOLS_DIR/$fam"/*.go; do
+      if [[ -f $f ]]; then echo "file=${f##*/}"; cat "$f"; fi
+    done
+  } | short_hash
+}
+
+overall_key() {
+  local fam
+  for fam in "${FAMILIES[@]}"; do echo "$fam $(family_key "$fam")"; done | short_hash
+}
+
+BIN_DIR="$CACHE_ROOT/$(overall_key)/bin"
+
+if [[ ${1-} == --bin-dir ]]; then
+  echo "$BIN_DIR"
+  exit 0
+fi
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+# mod_field <module@version> <Field>: a field of `go mod download -json` (downloads if needed).
+mod_field() {
+  local out
+  out=$(cd "${SCRATCH_CWD:-/}" && go mod download -json "$1" 2>&1) || { echo "$out" >&2; return 1; }
+  printf '%s\n' "$out" | sed -n "s/^[[:space:]]*\"$2\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" | head -n1
+}
+
+# explain_go_failure <family> <what> <logfile>: name the module/version the proxy refused.
+explain_go_failure() {
+  local fam=$1 what=$2 logf=$3 line mv msg
+  echo "build.sh: ERROR [$fam]: $what failed." >&2
+  while IFS= read -r line; do
+    mv=${line%%: *}; msg=${line#*: }
+    if [[ $msg =~ (403|404|410)\  || $msg == *"not available"* || $msg == *"unknown revision"* ]]; then
+      echo "build.sh: ERROR [$fam]: the Go module proxy refused module ${mv%@*} version ${mv##*@}: $msg" >&2
+    else
+      echo "build.sh: ERROR [$fam]: module ${mv%@*} version ${mv##*@}: $msg" >&2
+    fi
+  done < <(grep -Eo '[A-Za-z0-9._~/-]+@v[^: ]+: .*' "$logf" | awk '!seen[$0]++' | head -n 5)
+  grep -h "server response" "$logf" | awk '!seen[$0]++' | sed "s/^[[:space:]]*/build.sh: ERROR [$fam]: proxy said: /" >&2 || true
+  echo "build.sh: ---- last lines of $logf ----" >&2
+  tail -n 15 "$logf" >&2
+}
+
+# run_go <family> <what> <cmd...>: run a go command, log to file, explain failures.
+run_go() {
+  local fam=$1 what=$2; shift 2
+  local logf="$LOG_DIR/$fam.log"
+  echo "+ $*" >>"$logf"
+  if ! "$@" >>"$logf" 2>&1; then
+    explain_go_failure "$fam" "$what" "$logf"
+    return 1
+  fi
+}
+
+# upstream_replaces <go.mod file>: print "old[@v] new[@v]" for each replace directive.
+upstream_replaces() {
+  sed 's://.*$::' "$1" | awk '
+    /^replace[ \t]*\(/ { inblock = 1; next }
+    inblock && /^[ \t]*\)/ { inblock = 0; next }
+    {
+      line = $0
+      if (!inblock) { if (line !~ /^replace[ \t]/) next; sub(/^replace[ \t]+/, "", line) }
+      sub(/^[ \t]+/, "", line); sub(/[ \t]+$/, "", line)
+      if (line == "") next
+      k = split(line, t, /[ \t]+/); a = 0
+      for (i = 1; i <= k; i++) if (t[i] == "=>") a = i
+      if (a == 0) next
+      old = t[1]; if (a == 3) old = old "@" t[2]
+      nw = t[a + 1]; if (k == a + 2) nw = nw "@" t[a + 2]
+      print old, nw
+    }'
+}
+
+# family_prepare <family> <scratch dir>: module-level edits needed before `go mod tidy` (update)
+# and before building (copies of generated/ignored inputs).
+family_prepare() {
+  local fam=$1 dir=$2 mdir
+  case $fam in
+    pulumi-kubernetes)
+      mdir=$(SCRATCH_CWD=$dir mod_field "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION" Dir) || return 1
+      install -m 0644 "$mdir/cmd/pulumi-resource-kubernetes/schema.json" "$dir/schema.json"
+      install -m 0644 "$mdir/cmd/pulumi-resource-kubernetes/terraform-mapping.json" "$dir/terraform-mapping.json" ;;
+  esac
+}
+
+# ---------------------------------------------------------------------------
+# --update: regenerate wrapper go.mod/go.sum from the pins
+# ---------------------------------------------------------------------------
+update_family() {
+  local fam=$1 dir gomod old new minor patch
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/infercrane-update-$fam.XXXXXX")
+  mkdir -p "$TOOLS_DIR/$fam"
+  cp "$TOOLS_DIR/$fam"/*.go "$dir"/ 2>/dev/null || true
+  printf 'module infercrane/hack/tools/%s\n\ngo 1.26.0\n' "$fam" >"$dir/go.mod"
+  export SCRATCH_CWD=$dir
+  log "update [$fam]"
+  (
+    cd "$dir"
+    case $fam in
+      etcd)
+        go get -tool "$ETCD_PKG@$ETCD_VERSION" ;;
+      kubernetes)
+        gomod=$(mod_field "$KUBE_MOD@$KUBE_VERSION" GoMod)
+        minor=${KUBE_VERSION#v1.}; patch=${minor#*.}; minor=${minor%%.*}
+        while read -r old new; do
+          if [[ $new == ./staging/src/k8s.io/* ]]; then
+            go mod edit -replace="$old=$old@v0.$minor.$patch"
+          elif [[ $new != ./* && $new != ../* ]]; then
+            go mod edit -replace="$old=$new"
+          fi
+        done < <(upstream_replaces "$gomod")
+        go get -tool "$KUBE_MOD/cmd/kube-apiserver@$KUBE_VERSION" "$KUBE_MOD/cmd/kube-controller-manager@$KUBE_VERSION" ;;
+      pulumi)
+        gomod=$(mod_field "$PULUMI_PKG_MOD@$PULUMI_VERSION" GoMod)
+        while read -r old new; do
+          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
+        done < <(upstream_replaces "$gomod")
+        go mod edit -require="$PULUMI_PKG_MOD@$PULUMI_VERSION" -require="$PULUMI_SDK_MOD@$PULUMI_VERSION"
+        go get -tool "$PULUMI_PKG_MOD/cmd/pulumi@$PULUMI_VERSION" ;;
+      pulumi-language-python)
+        # Our own host (main.go): the proxy refuses Pulumi's host module, see main.go.
+        go mod edit -require="$PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+      pulumi-kubernetes)
+        gomod=$(mod_field "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION" GoMod)
+        while read -r old new; do
+          if [[ $old == github.com/pulumi/pulumi-kubernetes/sdk/v4 && $new == ../sdk ]]; then
+            # upstream builds against the sdk of the same commit: the release's sdk/v4 tag
+            go mod edit -require="$old@v$PULUMI_K8S_VERSION"
+          elif [[ $new != ./* && $new != ../* ]]; then
+            go mod edit -replace="$old=$new"
+          fi
+        done < <(upstream_replaces "$gomod")
+        family_prepare "$fam" "$dir"
+        go get "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION" ;;
+    esac
+    go mod tidy
+    cp go.mod go.sum "$TOOLS_DIR/$fam/"
+  ) || die "--update $fam failed (see the go output above); hack/tools/$fam is unchanged"
+  rm -rf "$dir"
+}
+
+if [[ ${1-} == --update ]]; then
+  shift
+  if (( $# )); then fams=("$@"); else fams=("${FAMILIES[@]}"); fi
+  for fam in "${fams[@]}"; do
+    [[ " ${FAMILIES[*]} " == *" $fam "* ]] || die "unknown family '$fam' (one of: ${FAMILIES[*]})"
+    update_family "$fam"
+  done
+  log "updated; new bin dir would be $("$TOOLS_DIR/build.sh" --bin-dir)"
+  exit 0
+fi
+[[ $# -eq 0 ]] || die "unknown argument: $1 (use no argument, --bin-dir or --update)"
+
+# ---------------------------------------------------------------------------
+# build
+# ---------------------------------------------------------------------------
+STORE="$CACHE_ROOT/store"
+LOG_DIR="$CACHE_ROOT/logs"
+mkdir -p "$STORE" "$LOG_DIR"
+exec 9>"$CACHE_ROOT/.lock"
+if command -v flock >/dev/null; then flock 9; fi
+
+LDBASE="-s -w"
+now() { date +%s; }
+
+# go_build <family> <srcdir> <out> <pkg> <ldflags> <module@version for messages>
+go_build() {
+  local fam=$1 src=$2 out=$3 pkg=$4 ldflags=$5 what=$6 t0
+  t0=$(now)
+  echo "[$fam] building ${out##*/} from $what ..."
+  (cd "$src" && run_go "$fam" "go build of $pkg ($what)" go build -trimpath -ldflags "$ldflags" -o "$out" "$pkg") || return 1
+  echo "[$fam] built ${out##*/} in $(( $(now) - t0 ))s ($(du -h "$out" | cut -f1))"
+}
+
+# check_pin <family> <srcdir> <module> <version>: the wrapper go.mod must agree with build.sh.
+check_pin() {
+  local have
+  have=$(cd "$2" && go mod edit -json | tr -d '\n' | grep -Eo "\"Path\": \"$3\",[[:space:]]*\"Version\": \"[^\"]+\"" | head -n1 | sed 's/.*"Version": "//; s/"$//') || true
+  if [[ $have != "$4" ]]; then
+    echo "build.sh: ERROR [$1]: hack/tools/$1/go.mod has $3 ${have:-<missing>} but build.sh pins $4; run hack/tools/build.sh --update $1" >&2
+    return 1
+  fi
+}
+
+build_family() {
+  local fam=$1 out=$2 src=$3 t0 x mdir date
+  x=$(family_xflags "$fam")
+  t0=$(now)
+  echo "[$fam] downloading modules ..."
+  (cd "$src" && run_go "$fam" "go mod download" go mod download) || return 1
+  family_prepare "$fam" "$src" >>"$LOG_DIR/$fam.log" 2>&1 || { explain_go_failure "$fam" "preparing sources" "$LOG_DIR/$fam.log"; return 1; }
+  echo "[$fam] modules ready in $(( $(now) - t0 ))s"
+  case $fam in
+    etcd)
+      check_pin "$fam" "$src" "$ETCD_PKG" "$ETCD_VERSION" || return 1
+      go_build "$fam" "$src" "$out/etcd" "$ETCD_PKG" "$LDBASE" "$ETCD_PKG@$ETCD_VERSION" ;;
+    kubernetes)
+      check_pin "$fam" "$src" "$KUBE_MOD" "$KUBE_VERSION" || return 1
+      # buildDate: the release's commit time, so rebuilds are reproducible.
+      date=$(cd "$src" && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "$KUBE_MOD")
+      x="$x -X k8s.io/component-base/version.buildDate=$date -X k8s.io/client-go/pkg/version.buildDate=$date"
+      go_build "$fam" "$src" "$out/kube-apiserver" "$KUBE_MOD/cmd/kube-apiserver" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
+      go_build "$fam" "$src" "$out/kube-controller-manager" "$KUBE_MOD/cmd/kube-controller-manager" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" ;;
+    pulumi)
+      check_pin "$fam" "$src" "$PULUMI_PKG_MOD" "$PULUMI_VERSION" || return 1
+      check_pin "$fam" "$src" "$PULUMI_SDK_MOD" "$PULUMI_VERSION" || return 1
+      go_build "$fam" "$src" "$out/pulumi" "$PULUMI_PKG_MOD/cmd/pulumi" "$LDBASE $x" "$PULUMI_PKG_MOD@$PULUMI_VERSION" || return 1
+      mdir=$(cd "$src" && go list -m -f '{{.Dir}}' "$PULUMI_SDK_MOD")
+      install -m 0755 "$mdir/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
+      echo "[$fam] copied pulumi-language-python-exec from $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+    pulumi-language-python)
+      check_pin "$fam" "$src" "$PULUMI_SDK_MOD" "$PULUMI_VERSION" || return 1
+      go_build "$fam" "$src" "$out/pulumi-language-python" . "$LDBASE $x" \
+        "hack/tools/pulumi-language-python on $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+    pulumi-kubernetes)
+      check_pin "$fam" "$src" "$PULUMI_K8S_MOD" "$PULUMI_K8S_MODULE_VERSION" || return 1
+      go_build "$fam" "$src" "$out/pulumi-resource-kubernetes" . "$LDBASE $x" "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION (pulumi-kubernetes $PULUMI_K8S_VERSION)" ;;
+  esac
+}
+
+is_optional() { [[ " ${INFERCRANE_TOOLS_OPTIONAL-} " == *" $1 "* ]]; }
+
+family_complete() {
+  local b
+  for b in $(family_outputs "$1"); do [[ -x $2/$b ]] || return 1; done
+}
+
+T_START=$(now)
+FAILED=()
+echo "tools cache: $CACHE_ROOT"
+all_complete() {
+  local fam
+  for fam in "${FAMILIES[@]}"; do family_complete "$fam" "$1" || return 1; done
+}
+if all_complete "$BIN_DIR"; then
+  echo "bin dir up to date: $BIN_DIR"
+else
+  mkdir -p "$BIN_DIR"
+  for fam in "${FAMILIES[@]}"; do
+    if family_complete "$fam" "$BIN_DIR"; then
+      continue
+    fi
+    fdir="$STORE/$fam-$(family_key "$fam")"
+    if family_complete "$fam" "$fdir"; then
+      echo "[$fam] reusing $fdir"
+    else
+      echo "[$fam] building $(family_pins "$fam") -> $fdir"
+      : >"$LOG_DIR/$fam.log"
+      tmp="$fdir.tmp.$$"
+      rm -rf "$tmp"; mkdir -p "$tmp/src" "$tmp/out"
+      cp "$TOOLS_DIR/$fam"/go.mod "$tmp/src/"
+      cp "$TOOLS_DIR/$fam"/go.sum "$TOOLS_DIR/$fam"/*.go "$tmp/src/" 2>/dev/null || true
+      t0=$(now)
+      if build_family "$fam" "$tmp/out" "$tmp/src"; then
+        rm -rf "$fdir"; mv "$tmp/out" "$fdir"; rm -rf "$tmp"
+        echo "[$fam] done in $(( $(now) - t0 ))s"
+      else
+        rm -rf "$tmp"
+        FAILED+=("$fam")
+        echo "[$fam] FAILED after $(( $(now) - t0 ))s (log: $LOG_DIR/$fam.log)"
+        continue
+      fi
+    fi
+    for b in $(family_outputs "$fam"); do
+      ln -f "$fdir/$b" "$BIN_DIR/$b" 2>/dev/null || cp -f "$fdir/$b" "$BIN_DIR/$b"
+    done
+  done
+fi
+
+# Install the kubernetes plugin into PULUMI_HOME (every run; a no-op when already current).
+if [[ -x $BIN_DIR/pulumi && -x $BIN_DIR/pulumi-resource-kubernetes ]]; then
+  export PULUMI_HOME=${PULUMI_HOME:-$REPO_ROOT/.infercrane/pulumi-home}
+  export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true PULUMI_SKIP_UPDATE_CHECK=true
+  mkdir -p "$PULUMI_HOME"
+  t0=$(now)
+  installed="$PULUMI_HOME/plugins/resource-kubernetes-v$PULUMI_K8S_VERSION/pulumi-resource-kubernetes"
+  if [[ -x $installed ]] && cmp -s "$installed" "$BIN_DIR/pulumi-resource-kubernetes" \
+     && [[ ! -e $PULUMI_HOME/plugins/resource-kubernetes-v$PULUMI_K8S_VERSION.partial ]]; then
+    echo "[plugin] kubernetes $PULUMI_K8S_VERSION already installed in $PULUMI_HOME"
+  else
+    reinstall=()
+    [[ -e $installed ]] && reinstall=(--reinstall)
+    echo "[plugin] installing resource kubernetes $PULUMI_K8S_VERSION into $PULUMI_HOME"
+    if ! "$BIN_DIR/pulumi" plugin install resource kubernetes "$PULUMI_K8S_VERSION" --exact \
+        "${reinstall[@]}" --file "$BIN_DIR/pulumi-resource-kubernetes" >"$LOG_DIR/plugin-install.log" 2>&1; then
+      cat "$LOG_DIR/plugin-install.log" >&2
+      FAILED+=(plugin-install)
+    else
+      echo "[plugin] installed in $(( $(now) - t0 ))s"
+    fi
+  fi
+fi
+
+HARD_FAIL=()
+for fam in "${FAILED[@]}"; do
+  if is_optional "$fam"; then
+    log "WARNING: $fam failed (listed in INFERCRANE_TOOLS_OPTIONAL); its binaries are missing from $BIN_DIR"
+  else
+    HARD_FAIL+=("$fam")
+  fi
+done
+echo "total $(( $(now) - T_START ))s"
+if (( ${#HARD_FAIL[@]} )); then
+  die "failed: ${HARD_FAIL[*]} (see messages above; logs in $LOG_DIR)"
+fi
+echo "bin: $BIN_DIR"

@@ -1,0 +1,181 @@
+// Command pulumi-language-python is InferCrane's minimal Python language host for the hermetic
+// toolchain.
+//
+// The Go module proxy refuses Pulumi's own host module (github.com/pulumi/pulumi/sdk/python/cmd/
+// pulumi-language-python/v3: 403 "not available"), so this small host stands in for it when the
+// CLI is built from source. It does what the engine needs to run this project: it starts the
+// SDK's pulumi-language-python-exec shim (installed next to this binary) with the project's
+// virtualenv interpreter and forwards the run request as the shim's flags and environment.
+// Dependency installation, plugin discovery and debugging are left to the user's setup: the
+// project's Makefile owns its virtualenv and plugins are installed explicitly. Users with
+// internet use Pulumi's official CLI and host instead.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/version"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// The shim exits with this code after it has already shown the user an actionable message.
+const bailExitCode = 32
+
+type host struct {
+	pulumirpc.UnimplementedLanguageRuntimeServer
+	engineAddress string
+	shim          string
+}
+
+func main() {
+	args := os.Args[1:]
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "version") {
+		fmt.Println(version.Version)
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fail(err)
+	}
+	h := &host{shim: self + "-exec"}
+	// The engine passes its address as the last positional argument, after any flags.
+	if len(args) > 0 && !strings.HasPrefix(args[len(args)-1], "-") {
+		h.engineAddress = args[len(args)-1]
+	}
+	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Init: func(srv *grpc.Server) error {
+			pulumirpc.RegisterLanguageRuntimeServer(srv, h)
+			return nil
+		},
+	})
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("%d\n", handle.Port)
+	if err := <-handle.Done; err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "pulumi-language-python: %v\n", err)
+	os.Exit(1)
+}
+
+func (h *host) GetPluginInfo(context.Context, *emptypb.Empty) (*pulumirpc.PluginInfo, error) {
+	return &pulumirpc.PluginInfo{Version: version.Version}, nil
+}
+
+func (h *host) Handshake(
+	_ context.Context, _ *pulumirpc.LanguageHandshakeRequest,
+) (*pulumirpc.LanguageHandshakeResponse, error) {
+	return &pulumirpc.LanguageHandshakeResponse{}, nil
+}
+
+// Plugins are installed explicitly (pinned), so nothing is reported for acquisition.
+func (h *host) GetRequiredPlugins(
+	context.Context, *pulumirpc.GetRequiredPluginsRequest,
+) (*pulumirpc.GetRequiredPluginsResponse, error) {
+	return &pulumirpc.GetRequiredPluginsResponse{}, nil
+}
+
+func (h *host) GetRequiredPackages(
+	context.Context, *pulumirpc.GetRequiredPackagesRequest,
+) (*pulumirpc.GetRequiredPackagesResponse, error) {
+	return &pulumirpc.GetRequiredPackagesResponse{}, nil
+}
+
+// python is the interpreter of the project's virtualenv option, else python3 on PATH.
+func python(info *pulumirpc.ProgramInfo) (string, []string, error) {
+	env := os.Environ()
+	venv := ""
+	if opts := info.GetOptions(); opts != nil {
+		if v, ok := opts.GetFields()["virtualenv"]; ok {
+			venv = v.GetStringValue()
+		}
+	}
+	if venv == "" {
+		path, err := exec.LookPath("python3")
+		return path, env, err
+	}
+	if !filepath.IsAbs(venv) {
+		venv = filepath.Join(info.GetRootDirectory(), venv)
+	}
+	bin := filepath.Join(venv, "bin")
+	env = append(env, "VIRTUAL_ENV="+venv, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	interpreter := filepath.Join(bin, "python")
+	if _, err := os.Stat(interpreter); err != nil {
+		return "", nil, fmt.Errorf("virtualenv %s has no bin/python (run `make venv`)", venv)
+	}
+	return interpreter, env, nil
+}
+
+func (h *host) Run(_ context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
+	info := req.GetInfo()
+	interpreter, env, err := python(info)
+	if err != nil {
+		return &pulumirpc.RunResponse{Error: err.Error()}, nil
+	}
+	config, err := json.Marshal(req.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	secretKeys, err := json.Marshal(req.GetConfigSecretKeys())
+	if err != nil {
+		return nil, err
+	}
+	env = append(env, "PULUMI_CONFIG="+string(config), "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeys))
+
+	pwd := req.GetPwd()
+	if pwd == "" {
+		pwd = info.GetProgramDirectory()
+	}
+	program := info.GetEntryPoint()
+	if program == "" {
+		program = "."
+	}
+	args := []string{"-u", h.shim}
+	for _, flag := range [][2]string{
+		{"monitor", req.GetMonitorAddress()},
+		{"engine", h.engineAddress},
+		{"project", req.GetProject()},
+		{"root_directory", info.GetRootDirectory()},
+		{"stack", req.GetStack()},
+		{"pwd", pwd},
+		{"dry_run", strconv.FormatBool(req.GetDryRun())},
+		{"parallel", strconv.Itoa(int(req.GetParallel()))},
+		{"organization", req.GetOrganization()},
+	} {
+		if flag[1] != "" {
+			args = append(args, "--"+flag[0], flag[1])
+		}
+	}
+	args = append(append(args, program), req.GetArgs()...)
+
+	cmd := exec.Command(interpreter, args...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = pwd, env, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			if exitErr.ExitCode() == bailExitCode {
+				return &pulumirpc.RunResponse{Bail: true}, nil
+			}
+			return &pulumirpc.RunResponse{
+				Error: fmt.Sprintf("Program exited with non-zero exit code: %d", exitErr.ExitCode()),
+			}, nil
+		}
+		return &pulumirpc.RunResponse{Error: fmt.Sprintf("could not run the Python program: %v", err)}, nil
+	}
+	return &pulumirpc.RunResponse{}, nil
+}
