@@ -147,13 +147,16 @@ def unowned(desired: Any, fields: dict[str, Any], path: str = "") -> list[str]:
     """Paths of ``desired`` that ``fields`` (a managedFields fieldsV1) does not own."""
     missing: list[str] = []
     for key, value in desired.items():
-        if key in ("apiVersion", "kind"):
+        if key in ("apiVersion", "kind") or f"{path}.{key}" in (
+            ".metadata.name",
+            ".metadata.namespace",
+        ):
             continue
         owned = fields.get(f"f:{key}")
         where = f"{path}.{key}"
         if owned is None:
             missing.append(where)
-        elif isinstance(value, dict):
+        elif isinstance(value, dict) and owned:  # an empty set owns an atomic map whole
             missing += unowned(value, owned, where)
         elif isinstance(value, list) and value and isinstance(value[0], dict):
             keyed = {k: v for k, v in owned.items() if k.startswith("k:")}

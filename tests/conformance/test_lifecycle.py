@@ -60,7 +60,8 @@ def test_strict_apply_preview_writes_nothing_up_applies_under_our_manager_only(
         assert live is not None
         assert ("infercrane-provider-v1", "Apply") in managers(live)
         assert not [m for m, _ in managers(live) if m.startswith("pulumi")]
-        assert unowned(desired, fields_of(live, "infercrane-provider-v1")) == []
+        missing = unowned(desired, fields_of(live, "infercrane-provider-v1"))
+        assert missing == [], missing
 
 
 def test_preview_reaches_the_api_server_and_fails_on_admission_before_any_write(
@@ -93,7 +94,7 @@ def test_a_second_up_with_the_same_intents_writes_nothing(harness: Harness) -> N
     harness.settled("noop-r0")
     before = harness.resource_versions()
     result = harness.up()
-    assert result.summary.resource_changes == {"same": 4}
+    assert result.summary.resource_changes == {"same": 5}  # stack, provider, replica, 2 objects
     assert harness.resource_versions() == before
 
 

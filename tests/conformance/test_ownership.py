@@ -122,7 +122,7 @@ def test_a_foreign_object_at_our_name_is_refused_before_any_write(
     transport = kube.RestTransport(admin_client)
     created = transport.request("POST", kube.DEPLOYMENT.collection(harness.namespace), body=foreign)
     assert created.status == 201, created.body
-    before = json.dumps(harness.get(kube.DEPLOYMENT, "squatted-r0"), sort_keys=True)
+    before = json.dumps(harness.settled("squatted-r0"), sort_keys=True)
 
     for operation in (harness.preview, harness.up):
         with pytest.raises(InferCraneError) as refused:
