@@ -58,13 +58,12 @@ def inspect(args: argparse.Namespace, connect: Callable[..., kube.Cluster]) -> R
     for entry in entries:
         for obj in entry.objects or [{}]:
             meta = obj.get("metadata") or {}
-            conditions = (obj.get("status") or {}).get("conditions") or []
             rows.append(
                 [
                     entry.external_key,
                     entry.state,
                     f"{obj['kind']}/{meta['name']}" if obj else "-",
-                    ",".join(f"{c.get('type')}={c.get('status')}" for c in conditions) or "-",
+                    kube.conditions_summary(obj),
                 ]
             )
     return Result(

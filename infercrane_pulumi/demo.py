@@ -41,7 +41,10 @@ def show(cluster: kube.Cluster, stack_file: Path) -> None:
         print(f"  {entry.external_key}: state={entry.state}")
         for obj in entry.objects:
             meta = obj["metadata"]
-            print(f"    {obj['kind']}/{meta['name']}  managers: {_managers(obj)}")
+            print(
+                f"    {obj['kind']}/{meta['name']}  managers: {_managers(obj)}  "
+                f"conditions: {kube.conditions_summary(obj)}"
+            )
     print("  (provisioning: the local control plane has no node, so no GPU Pod can be scheduled)")
 
 

@@ -405,6 +405,12 @@ def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
     return rows
 
 
+def conditions_summary(obj: Mapping[str, Any]) -> str:
+    """Raw conditions as ``Type=Status`` pairs, the way inspect and the demo show them."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return ",".join(f"{c.get('type')}={c.get('status')}" for c in conditions) or "-"
+
+
 def replica_state(settings: KubernetesSettings, objects: Iterable[Mapping[str, Any]]) -> str:
     """ready | provisioning | failed | degraded (some of its objects are missing) | absent."""
     by_kind = {obj["kind"]: obj for obj in objects}

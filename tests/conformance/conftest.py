@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,39 +10,16 @@ import pytest
 from kubernetes import client
 
 from infercrane_pulumi import automation, kube
-from infercrane_pulumi.localcluster import BinaryNotFoundError, LocalControlPlane, find_binary
+from infercrane_pulumi.localcluster import LocalControlPlane
 from infercrane_pulumi.localcluster.bootstrap import Bootstrapped, bootstrap_namespace
-from tests.conformance.harness import ROOT, Harness
-
-REQUIRED_BINARIES = (
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "pulumi",
-    "pulumi-language-python",
-    "pulumi-resource-kubernetes",
-)
-
-
-def _require_toolchain() -> Path:
-    try:
-        return (
-            find_binary("pulumi").parent
-            if all(find_binary(name) for name in REQUIRED_BINARIES)
-            else Path()
-        )
-    except BinaryNotFoundError as missing:
-        reason = f"hermetic toolchain missing ({missing}); run `make tools`"
-        if os.environ.get("INFERCRANE_REQUIRE_TOOLS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+from tests.conformance.harness import ROOT, Harness, require_toolchain, show
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[LocalControlPlane]:
-    _require_toolchain()
+def control_plane(pytestconfig: pytest.Config) -> Iterator[LocalControlPlane]:
+    require_toolchain()
     plane = LocalControlPlane().start()
-    print(f"\nlocal control plane cold start: {plane.cold_start_seconds:.1f}s")
+    show(pytestconfig, f"local control plane cold start: {plane.cold_start_seconds:.1f}s")
     try:
         yield plane
     finally:
@@ -70,7 +46,7 @@ def pulumi_env(
         state_dir=tmp_path_factory.mktemp("pulumi-state"),
         pulumi_home=ROOT / ".infercrane" / "pulumi-home",
         passphrase="conformance-only",
-        bin_dir=_require_toolchain(),
+        bin_dir=require_toolchain(),
         kubeconfig=control_plane.kubeconfig_path,
     )
 

@@ -9,6 +9,7 @@ real CLI and Python language host. Cluster state is always read back as admin, n
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import uuid
@@ -17,15 +18,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 import yaml
 from pulumi import automation as auto
 
 from infercrane_pulumi import automation, kube, naming
-from infercrane_pulumi.localcluster import LocalControlPlane
+from infercrane_pulumi.localcluster import BinaryNotFoundError, LocalControlPlane, find_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/vllm/vllm-openai@sha256:" + "5e" * 32
 T = TypeVar("T")
+
+
+REQUIRED_BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "pulumi",
+    "pulumi-language-python",
+    "pulumi-resource-kubernetes",
+)
+
+
+def require_toolchain() -> Path:
+    """The tools' bin dir; skips (fails when INFERCRANE_REQUIRE_TOOLS=1, as in CI) if incomplete."""
+    try:
+        for name in REQUIRED_BINARIES:
+            find_binary(name)
+        return find_binary("pulumi").parent
+    except BinaryNotFoundError as missing:
+        reason = f"hermetic toolchain missing ({missing}); run `make tools`"
+        if os.environ.get("INFERCRANE_REQUIRE_TOOLS") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def show(config: pytest.Config, text: str) -> None:
+    """Print past pytest's capture, so tracked numbers appear in every run's output."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\n{text}", flush=True)
 
 
 def wait_for(probe: Callable[[], T | None], *, timeout: float, what: str) -> T:

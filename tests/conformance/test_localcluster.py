@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,8 +24,6 @@ from kubernetes.client.exceptions import ApiException
 
 from infercrane_pulumi.localcluster import (
     TOOLS_BIN_ENV,
-    BinaryNotFoundError,
-    ControlPlaneBinaries,
     LocalControlPlane,
     health,
     new_api_client,
@@ -35,10 +31,10 @@ from infercrane_pulumi.localcluster import (
 from infercrane_pulumi.localcluster.binaries import repo_root
 from infercrane_pulumi.localcluster.processes import group_members
 from infercrane_pulumi.localcluster.state import load_state
+from tests.conformance.harness import require_toolchain, show, wait_for
 
 pytestmark = pytest.mark.conformance
 
-REQUIRE_ENV = "INFERCRANE_REQUIRE_TOOLS"
 T = TypeVar("T")
 
 WIDGET_CRD = """\
@@ -61,66 +57,10 @@ spec:
 """
 
 
-@pytest.fixture(scope="module")
-def binaries() -> ControlPlaneBinaries:
-    try:
-        return ControlPlaneBinaries.discover()
-    except BinaryNotFoundError as exc:
-        # The error already names INFERCRANE_TOOLS_BIN and hack/tools/build.sh.
-        reason = f"local control plane unavailable: {exc}"
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{REQUIRE_ENV}=1 but {reason}")
-        pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def plane(
-    binaries: ControlPlaneBinaries, pytestconfig: pytest.Config
-) -> Iterator[LocalControlPlane]:
-    cluster = LocalControlPlane(binaries=binaries, startup_timeout=180)
-    cluster.start()
-    # Shown even without -s: cold start time is a tracked number.
-    _show(pytestconfig, f"local control plane cold start: {cluster.cold_start_seconds:.1f}s")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def admin(plane: LocalControlPlane) -> Iterator[client.ApiClient]:
-    with plane.api_client(plane.admin_context) as api:
-        yield api
-
-
-@pytest.fixture(scope="module")
-def provider(plane: LocalControlPlane) -> Iterator[client.ApiClient]:
-    with plane.api_client(plane.provider_context) as api:
-        yield api
-
-
-def _show(config: pytest.Config, text: str) -> None:
-    # Printed past pytest's capture so the number appears in every run's output.
-    capture = config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print(f"\n{text}", flush=True)
-
-
 def _meta(obj: Any) -> client.V1ObjectMeta:
     meta = obj.metadata
     assert isinstance(meta, client.V1ObjectMeta)
     return meta
-
-
-def eventually(fn: Callable[[], T | None], *, timeout: float = 90, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = fn()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.5)
 
 
 def _self_review(api: client.ApiClient) -> client.V1UserInfo:
@@ -137,29 +77,31 @@ def _namespace(api: client.ApiClient, name: str) -> None:
     )
 
 
-def test_readyz(plane: LocalControlPlane) -> None:
-    pki = plane.workdir / "pki"
+def test_readyz(control_plane: LocalControlPlane) -> None:
+    pki = control_plane.workdir / "pki"
     tls = health.client_tls_context(pki / "ca.crt", pki / "admin.crt", pki / "admin.key")
-    port = int(plane.server.rsplit(":", 1)[1])
+    port = int(control_plane.server.rsplit(":", 1)[1])
     status, body = health.http_get(port, "/readyz", tls=tls)
     assert (status, body) == (200, b"ok")
-    assert plane.server.startswith("https://127.0.0.1:")
+    assert control_plane.server.startswith("https://127.0.0.1:")
 
 
-def test_identities_are_who_we_think(admin: client.ApiClient, provider: client.ApiClient) -> None:
-    admin_info = _self_review(admin)
+def test_identities_are_who_we_think(
+    admin_client: client.ApiClient, provider_client: client.ApiClient
+) -> None:
+    admin_info = _self_review(admin_client)
     assert admin_info.username == "infercrane-admin"
     assert "system:masters" in (admin_info.groups or [])
-    provider_info = _self_review(provider)
+    provider_info = _self_review(provider_client)
     assert provider_info.username == "infercrane-provider"
     assert set(provider_info.groups or []) == {"system:authenticated"}
 
 
 def test_admin_is_admin_and_provider_is_not(
-    admin: client.ApiClient, provider: client.ApiClient
+    admin_client: client.ApiClient, provider_client: client.ApiClient
 ) -> None:
-    _namespace(admin, "conformance-rbac")
-    admin_core = client.CoreV1Api(admin)
+    _namespace(admin_client, "conformance-rbac")
+    admin_core = client.CoreV1Api(admin_client)
     admin_core.create_namespaced_secret(
         "conformance-rbac",
         client.V1Secret(metadata=client.V1ObjectMeta(name="s"), string_data={"k": "v"}),
@@ -167,7 +109,7 @@ def test_admin_is_admin_and_provider_is_not(
     assert "conformance-rbac" in {_meta(ns).name for ns in admin_core.list_namespace().items}
     assert (admin_core.read_namespaced_secret("s", "conformance-rbac").data or {})["k"]
 
-    provider_core = client.CoreV1Api(provider)
+    provider_core = client.CoreV1Api(provider_client)
     for call in (
         provider_core.list_namespace,
         lambda: provider_core.read_namespaced_secret("s", "conformance-rbac"),
@@ -181,10 +123,10 @@ def test_admin_is_admin_and_provider_is_not(
         assert info.value.status == 403, info.value.body
 
 
-def test_deployment_gets_replicaset_and_pending_pod(admin: client.ApiClient) -> None:
+def test_deployment_gets_replicaset_and_pending_pod(admin_client: client.ApiClient) -> None:
     ns = "conformance-workloads"
-    _namespace(admin, ns)
-    apps = client.AppsV1Api(admin)
+    _namespace(admin_client, ns)
+    apps = client.AppsV1Api(admin_client)
     labels = {"app": "web"}
     deployment = apps.create_namespaced_deployment(
         ns,
@@ -210,10 +152,12 @@ def test_deployment_gets_replicaset_and_pending_pod(admin: client.ApiClient) -> 
                 return rs
         return None
 
-    rs = eventually(owned_replicaset, what="a ReplicaSet owned by the Deployment")
-    core = client.CoreV1Api(admin)
-    pods = eventually(
-        lambda: core.list_namespaced_pod(ns).items, what="the ReplicaSet to create a Pod"
+    rs = wait_for(owned_replicaset, timeout=90, what="a ReplicaSet owned by the Deployment")
+    core = client.CoreV1Api(admin_client)
+    pods = wait_for(
+        lambda: core.list_namespaced_pod(ns).items,
+        timeout=90,
+        what="the ReplicaSet to create a Pod",
     )
     pod = pods[0]
     assert [r.uid for r in _meta(pod).owner_references or []] == [_meta(rs).uid]
@@ -223,16 +167,17 @@ def test_deployment_gets_replicaset_and_pending_pod(admin: client.ApiClient) -> 
 
     # Garbage collector: deleting the owner removes the ReplicaSet (and its Pod).
     apps.delete_namespaced_deployment("web", ns, propagation_policy="Background")
-    eventually(
+    wait_for(
         lambda: not apps.list_namespaced_replica_set(ns).items or None,
+        timeout=90,
         what="garbage collection of the ReplicaSet",
     )
 
 
-def test_namespace_deletion_completes(admin: client.ApiClient) -> None:
+def test_namespace_deletion_completes(admin_client: client.ApiClient) -> None:
     ns = "conformance-doomed"
-    _namespace(admin, ns)
-    core = client.CoreV1Api(admin)
+    _namespace(admin_client, ns)
+    core = client.CoreV1Api(admin_client)
     core.create_namespaced_config_map(
         ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="cm"), data={"a": "b"})
     )
@@ -245,16 +190,19 @@ def test_namespace_deletion_completes(admin: client.ApiClient) -> None:
             return bool(exc.status == 404)
         return False
 
-    eventually(gone, what=f"namespace {ns} to be finalized by the namespace controller")
+    wait_for(gone, timeout=90, what=f"namespace {ns} to be finalized by the namespace controller")
 
 
-def test_install_crd(plane: LocalControlPlane, admin: client.ApiClient, tmp_path: Path) -> None:
+def test_install_crd(
+    control_plane: LocalControlPlane, admin_client: client.ApiClient, tmp_path: Path
+) -> None:
     path = tmp_path / "widget-crd.yaml"
     path.write_text(WIDGET_CRD)
-    assert plane.install_crd(path) == ["widgets.conformance.infercrane.dev"]
-    assert plane.install_crd(path) == ["widgets.conformance.infercrane.dev"]  # re-apply is fine
-    _namespace(admin, "conformance-crd")
-    client.CustomObjectsApi(admin).create_namespaced_custom_object(
+    assert control_plane.install_crd(path) == ["widgets.conformance.infercrane.dev"]
+    # Re-applying is fine.
+    assert control_plane.install_crd(path) == ["widgets.conformance.infercrane.dev"]
+    _namespace(admin_client, "conformance-crd")
+    client.CustomObjectsApi(admin_client).create_namespaced_custom_object(
         "conformance.infercrane.dev",
         "v1",
         "conformance-crd",
@@ -282,7 +230,9 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_stop_leaves_nothing_behind(plane: LocalControlPlane) -> None:
+def test_stop_leaves_nothing_behind() -> None:
+    require_toolchain()
+    plane = LocalControlPlane().start()
     processes = plane.processes
     assert [p.name for p in processes] == ["etcd", "kube-apiserver", "kube-controller-manager"]
     workdir = plane.workdir
@@ -297,8 +247,8 @@ def test_stop_leaves_nothing_behind(plane: LocalControlPlane) -> None:
     assert not workdir.exists()
 
 
-def _cli(binaries: ControlPlaneBinaries, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, TOOLS_BIN_ENV: str(binaries.etcd.parent)}
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, TOOLS_BIN_ENV: str(require_toolchain())}
     return subprocess.run(
         [sys.executable, "-m", "infercrane_pulumi.localcluster", *args],
         capture_output=True,
@@ -310,13 +260,11 @@ def _cli(binaries: ControlPlaneBinaries, *args: str) -> subprocess.CompletedProc
     )
 
 
-def test_cli_up_down_round_trip(
-    binaries: ControlPlaneBinaries, tmp_path: Path, pytestconfig: pytest.Config
-) -> None:
+def test_cli_up_down_round_trip(tmp_path: Path, pytestconfig: pytest.Config) -> None:
     state_dir = tmp_path / "state"
-    up = _cli(binaries, "up", "--dir", str(state_dir))
+    up = _cli("up", "--dir", str(state_dir))
     assert up.returncode == 0, up.stderr
-    _show(pytestconfig, f"`up` output:\n{up.stdout}")
+    show(pytestconfig, f"`up` output:\n{up.stdout}")
     state = load_state(state_dir)
     assert state is not None
     try:
@@ -331,11 +279,11 @@ def test_cli_up_down_round_trip(
                 client.CoreV1Api(api).list_namespace()
             assert info.value.status == 403
     finally:
-        down = _cli(binaries, "down", "--dir", str(state_dir))
+        down = _cli("down", "--dir", str(state_dir))
     assert down.returncode == 0, down.stderr
     for process in state.processes:
         assert group_members(process.pgid) == [], process.name
     assert _processes_mentioning(str(state.workdir)) == []
     assert not state_dir.exists()
-    again = _cli(binaries, "down", "--dir", str(state_dir))
+    again = _cli("down", "--dir", str(state_dir))
     assert again.returncode == 0, again.stderr
