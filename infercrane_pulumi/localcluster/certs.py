@@ -16,6 +16,7 @@ import datetime
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -113,33 +114,40 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def generate_ca(common_name: str = "infercrane-local-ca") -> CertificateAuthority:
-    key = _new_key()
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public_key: Any, *, ca: bool
+) -> x509.CertificateBuilder:
+    """What every certificate here shares; ``ca`` decides whether it may sign others."""
     now = _now()
-    subject = _name(common_name)
-    cert = (
+    usage = x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+    return (
         x509.CertificateBuilder()
         .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
+        .issuer_name(issuer)
+        .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _BACKDATE)
         .not_valid_after(now + _VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(usage, critical=True)
+    )
+
+
+def generate_ca(common_name: str = "infercrane-local-ca") -> CertificateAuthority:
+    key = _new_key()
+    subject = _name(common_name)
+    cert = (
+        _builder(subject, subject, key.public_key(), ca=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -153,30 +161,8 @@ def _issue(
     san: x509.SubjectAlternativeName | None,
 ) -> KeyPair:
     key = _new_key()
-    now = _now()
     builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca.certificate.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + _VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _builder(subject, ca.certificate.subject, key.public_key(), ca=False)
         .add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()),
