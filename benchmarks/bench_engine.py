@@ -1,0 +1,79 @@
+"""Real-engine cost of a stack with N intents on the local control plane: create, no-op, destroy.
+
+Run: .venv/bin/python -m benchmarks.bench_engine [N ...] (needs `make tools`)
+Writes benchmarks/results/engine.{json,svg}. Not a test: nothing asserts a duration.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.plot import line_plot
+from infercrane_pulumi import automation, kube
+from infercrane_pulumi.localcluster import LocalControlPlane, find_binary
+from infercrane_pulumi.localcluster.bootstrap import bootstrap_namespace
+from tests.conformance.harness import ROOT, Harness, replica
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def measure(
+    plane: LocalControlPlane, env: automation.PulumiEnvironment, n: int
+) -> dict[str, float]:
+    namespace = f"bench-{n}"
+    with plane.api_client(plane.admin_context) as admin:
+        bootstrap_namespace(admin, namespace)
+        harness = Harness(
+            plane,
+            env,
+            namespace,
+            Path(tempfile.mkdtemp(prefix="bench-")),
+            kube.Cluster(kube.RestTransport(admin)),
+        )
+        harness.configure([replica(f"bench-{n}-r{i}") for i in range(n)])
+        timings = {}
+        for step, run in (
+            ("create", harness.up),
+            ("no-op", harness.up),
+            ("destroy", harness.destroy),
+        ):
+            started = time.perf_counter()
+            run()
+            timings[step] = time.perf_counter() - started
+    return timings
+
+
+def main(argv: list[str]) -> int:
+    sizes = [int(a) for a in argv] or [1, 5, 20, 50]
+    with tempfile.TemporaryDirectory() as state, LocalControlPlane() as plane:
+        env = automation.PulumiEnvironment(
+            state_dir=Path(state),
+            pulumi_home=ROOT / ".infercrane" / "pulumi-home",
+            passphrase="benchmark-only",
+            bin_dir=find_binary("pulumi").parent,
+            kubeconfig=plane.kubeconfig_path,
+        )
+        results = {n: measure(plane, env, n) for n in sizes}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "engine.json").write_text(json.dumps(results, indent=2) + "\n")
+    line_plot(
+        RESULTS / "engine.svg",
+        title="pulumi up/destroy vs intents (local API server)",
+        x_label="intents N",
+        y_label="seconds",
+        series={
+            step: [(n, r[step]) for n, r in results.items()]
+            for step in ("create", "no-op", "destroy")
+        },
+    )
+    for n, r in results.items():
+        print(f"N={n:3d}  " + "  ".join(f"{k} {v:6.2f}s" for k, v in r.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
