@@ -19,7 +19,14 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from infercrane_pulumi.errors import ClusterUnavailableError, InferCraneError
+from infercrane_pulumi.errors import (
+    ClusterUnavailableError,
+    ConfigError,
+    InferCraneError,
+    OwnershipError,
+    RejectedError,
+)
+from infercrane_pulumi.program import REFUSAL_HEADLINE
 
 PROJECT_NAME = "infercrane"
 Printer = Callable[[str], Any]
@@ -114,17 +121,31 @@ def _run(operation: Callable[..., Any], on_output: Printer | None, **kwargs: Any
     try:
         return operation(color="never", on_output=on_output, refresh=True, **kwargs)
     except auto.errors.CommandError as error:
-        text = str(error)
-        if "cannot reach the API server" in text or "connection refused" in text:
-            raise ClusterUnavailableError(f"stack {PROJECT_NAME}: cluster unreachable") from error
-        raise RunFailedError(_summary(text)) from error
+        raise classify(str(error)) from error
 
 
-def _summary(text: str) -> str:
-    """The engine's error lines, which name the subject; never the full command output."""
-    lines = [line.strip() for line in text.splitlines()]
-    errors = [line for line in lines if line.startswith(("error:", "- ", "InferCrane"))]
-    return "\n".join(dict.fromkeys(errors)) or "pulumi operation failed (see its output)"
+def classify(output: str) -> InferCraneError:
+    """The typed error for a failed run, from the ``[code]`` the program's refusal carries."""
+    lines = [line.strip() for line in output.splitlines()]
+    problems, listing = [], False
+    for line in lines:
+        if listing and line.startswith("- "):
+            problems.append(line.removeprefix("- "))
+        else:
+            listing = line.endswith(REFUSAL_HEADLINE)
+    errors = [line for line in lines if line.startswith("error:")]
+    summary = list(dict.fromkeys(problems or errors)) or [
+        "pulumi operation failed (see its output)"
+    ]
+    if f"[{ConfigError.code}]" in output:
+        return ConfigError(summary)
+    if f"[{OwnershipError.code}]" in output:
+        return OwnershipError(summary)
+    if f"[{RejectedError.code}]" in output:
+        return RejectedError("\n".join(summary))
+    if f"[{ClusterUnavailableError.code}]" in output or "connection refused" in output:
+        return ClusterUnavailableError("\n".join(summary))
+    return RunFailedError("\n".join(summary))
 
 
 def preview(stack: auto.Stack, on_output: Printer | None = None) -> auto.PreviewResult:

@@ -16,6 +16,7 @@ from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import CONFIG_NAMESPACE, StackConfig, parse_stack_config
 
 Preflight = Callable[[StackConfig], None]
+REFUSAL_HEADLINE = "InferCrane refused to continue:"
 
 
 def config_from_pulumi() -> StackConfig:
@@ -25,7 +26,7 @@ def config_from_pulumi() -> StackConfig:
 
 def describe(error: InferCraneError) -> str:
     problems = getattr(error, "problems", None) or (str(error),)
-    return f"[{error.code}] " + "\n  - ".join(["InferCrane refused to continue:", *problems])
+    return f"[{error.code}] " + "\n  - ".join([REFUSAL_HEADLINE, *problems])
 
 
 def build_program(preflight: Preflight) -> Callable[[], None]:

@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from infercrane_pulumi import kube
-from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.errors import RejectedError
 from infercrane_pulumi.localcluster import LocalControlPlane
 from tests.conformance.harness import ROOT, Harness, managers, replica, wait_for
 
@@ -68,7 +68,7 @@ def test_kserve_mode_without_the_crd_fails_clearly_before_any_write(
     _remove_crd(admin_client)
     kserve_harness.configure([replica("kserve-r0")], workloadApi="kserve")
     for operation in (kserve_harness.preview, kserve_harness.up):
-        with pytest.raises(InferCraneError) as refused:
+        with pytest.raises(RejectedError) as refused:
             operation()
         assert "InferenceService API serving.kserve.io/v1beta1 is not served" in str(refused.value)
     assert kserve_harness.resource_versions() == {}

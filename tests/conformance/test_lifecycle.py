@@ -21,7 +21,7 @@ from kubernetes import client
 from pulumi import automation as auto
 
 from infercrane_pulumi import automation, kube, manifests, naming
-from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.errors import RejectedError
 from infercrane_pulumi.intents import load_stack_file
 from infercrane_pulumi.localcluster.bootstrap import Bootstrapped
 from tests.conformance.harness import Harness, fields_of, managers, replica, unowned, wait_for
@@ -82,7 +82,7 @@ def test_preview_reaches_the_api_server_and_fails_on_admission_before_any_write(
         what="quota status",
     )
     harness.configure([replica("admission-r0")])
-    with pytest.raises(InferCraneError) as refused:
+    with pytest.raises(RejectedError) as refused:
         harness.preview()
     assert "exceeded quota" in str(refused.value)
     assert harness.resource_versions() == {}

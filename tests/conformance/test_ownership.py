@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from infercrane_pulumi import kube, manifests, naming
-from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.intents import load_stack_file
 from tests.conformance.harness import Harness, replica
 
@@ -85,7 +85,7 @@ def test_a_foreign_owner_of_our_field_fails_the_run_and_keeps_its_value(
     harness.up()
     write(admin_client, harness, manager)
 
-    with pytest.raises(InferCraneError) as refused:
+    with pytest.raises(OwnershipError) as refused:
         harness.up()
     message = str(refused.value)
     assert ".spec.replicas" in message
@@ -125,7 +125,7 @@ def test_a_foreign_object_at_our_name_is_refused_before_any_write(
     before = json.dumps(harness.settled("squatted-r0"), sort_keys=True)
 
     for operation in (harness.preview, harness.up):
-        with pytest.raises(InferCraneError) as refused:
+        with pytest.raises(OwnershipError) as refused:
             operation()
         assert "exists but is not exactly ours" in str(refused.value)
     assert json.dumps(harness.get(kube.DEPLOYMENT, "squatted-r0"), sort_keys=True) == before
