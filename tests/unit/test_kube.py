@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+import urllib3
 
 from infercrane_pulumi import kube, manifests
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
@@ -303,3 +304,25 @@ def test_inventory_lists_exactly_the_stack_keys_and_marks_strays() -> None:
     assert {q["labelSelector"] for _, _, q in transport.requests} == {
         "app.kubernetes.io/managed-by=infercrane,app.kubernetes.io/name=infercrane-runtime"
     }
+
+
+class _ExplodingApiClient:
+    """Stands in for the official client when the transport underneath fails."""
+
+    def param_serialize(self, method: str, path: str, **_: Any) -> tuple[Any, ...]:
+        return method, f"https://10.0.0.1:6443{path}?token=s3cr3t", {}, None, []
+
+    def call_api(self, *_: Any, **__: Any) -> Any:
+        raise urllib3.exceptions.MaxRetryError(None, "https://10.0.0.1:6443/?token=s3cr3t")
+
+
+def test_transport_failures_become_retryable_errors_that_echo_nothing() -> None:
+    transport = kube.RestTransport(_ExplodingApiClient())
+    with pytest.raises(ClusterUnavailableError) as error:
+        transport.request("GET", "/version")
+    assert error.value.retryable
+    assert "s3cr3t" not in str(error.value)
+    assert "10.0.0.1" not in str(error.value)
+    assert str(error.value) == (
+        "cannot reach the API server (MaxRetryError); check the context and that the cluster is up"
+    )
