@@ -24,7 +24,15 @@ from infercrane_pulumi import automation, kube, manifests, naming
 from infercrane_pulumi.errors import RejectedError
 from infercrane_pulumi.intents import load_stack_file
 from infercrane_pulumi.localcluster.bootstrap import Bootstrapped
-from tests.conformance.harness import Harness, fields_of, managers, replica, unowned, wait_for
+from tests.conformance.harness import (
+    Harness,
+    fields_of,
+    managers,
+    replica,
+    show,
+    unowned,
+    wait_for,
+)
 
 pytestmark = pytest.mark.conformance
 
@@ -88,12 +96,18 @@ def test_preview_reaches_the_api_server_and_fails_on_admission_before_any_write(
     assert harness.resource_versions() == {}
 
 
-def test_a_second_up_with_the_same_intents_writes_nothing(harness: Harness) -> None:
+def test_a_second_up_with_the_same_intents_writes_nothing(
+    harness: Harness, pytestconfig: pytest.Config
+) -> None:
     harness.configure([replica("noop-r0")])
     harness.up()
     harness.settled("noop-r0")
     before = harness.resource_versions()
+    started = time.monotonic()
     result = harness.up()
+    show(
+        pytestconfig, f"no-op up (refresh + preflight + engine): {time.monotonic() - started:.1f}s"
+    )
     assert result.summary.resource_changes == {"same": 5}  # stack, provider, replica, 2 objects
     assert harness.resource_versions() == before
 
@@ -237,7 +251,7 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
 
 
 def test_removing_an_intent_and_destroy_delete_exactly_ours(
-    harness: Harness, admin_client: client.ApiClient
+    harness: Harness, admin_client: client.ApiClient, pytestconfig: pytest.Config
 ) -> None:
     harness.configure([replica("keep-r0"), replica("drop-r0")])
     harness.up()
@@ -263,7 +277,7 @@ def test_removing_an_intent_and_destroy_delete_exactly_ours(
     )
     assert elapsed < 120
     assert read_configmap_version(admin_client, harness.namespace) == foreign_version
-    print(f"\ntwo destroys took {elapsed:.1f}s; zero owned objects remain")
+    show(pytestconfig, f"two destroys took {elapsed:.1f}s; zero owned objects within 30s")
 
 
 def test_the_worker_secret_value_appears_nowhere(
