@@ -6,19 +6,16 @@ Writes benchmarks/results/engine.{json,svg}. Not a test: nothing asserts a durat
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.plot import line_plot
+from benchmarks.plot import save
 from infercrane_pulumi import automation, kube
 from infercrane_pulumi.localcluster import LocalControlPlane, find_binary
 from infercrane_pulumi.localcluster.bootstrap import bootstrap_namespace
 from tests.conformance.harness import ROOT, Harness, replica
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def measure(
@@ -58,17 +55,11 @@ def main(argv: list[str]) -> int:
             kubeconfig=plane.kubeconfig_path,
         )
         results = {n: measure(plane, env, n) for n in sizes}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "engine.json").write_text(json.dumps(results, indent=2) + "\n")
-    line_plot(
-        RESULTS / "engine.svg",
+    save(
+        "engine",
+        results,
         title="pulumi up/destroy vs intents (local API server)",
-        x_label="intents N",
         y_label="seconds",
-        series={
-            step: [(n, r[step]) for n, r in results.items()]
-            for step in ("create", "no-op", "destroy")
-        },
     )
     for n, r in results.items():
         print(f"N={n:3d}  " + "  ".join(f"{k} {v:6.2f}s" for k, v in r.items()))

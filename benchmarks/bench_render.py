@@ -7,16 +7,13 @@ Not a test: numbers depend on the machine; nothing asserts a duration.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from pathlib import Path
 
-from benchmarks.plot import line_plot
+from benchmarks.plot import save
 from infercrane_pulumi import manifests
 from infercrane_pulumi.intents import parse_stack_config
 
-RESULTS = Path(__file__).parent / "results"
 IMAGE = "registry.example/vllm@sha256:" + "ab" * 32
 
 
@@ -45,17 +42,7 @@ def measure(n: int, repeat: int = 5) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     sizes = [int(a) for a in argv] or [1, 10, 100, 500, 1000]
     results = {n: measure(n) for n in sizes}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "render.json").write_text(json.dumps(results, indent=2) + "\n")
-    line_plot(
-        RESULTS / "render.svg",
-        title="validate + render vs intents",
-        x_label="intents N",
-        y_label="seconds (best of 5)",
-        series={
-            step: [(n, r[step]) for n, r in results.items()] for step in ("validate", "render")
-        },
-    )
+    save("render", results, title="validate + render vs intents", y_label="seconds (best of 5)")
     for n, r in results.items():
         print(
             f"N={n:5d}  validate {r['validate'] * 1e3:8.2f} ms  render {r['render'] * 1e3:8.2f} ms"

@@ -1,7 +1,8 @@
-"""A dependency-free SVG line plot, so benchmark results are data plus a picture."""
+"""Benchmark results as data plus a picture: JSON and a dependency-free SVG line plot."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 WIDTH, HEIGHT, MARGIN = 640, 400, 60
@@ -54,3 +55,15 @@ def line_plot(
         )
     parts.append("</svg>")
     path.write_text("\n".join(parts) + "\n")
+
+
+def save(name: str, results: dict[int, dict[str, float]], *, title: str, y_label: str) -> None:
+    """Write ``results/<name>.json`` and ``results/<name>.svg`` (one line per measured step)."""
+    directory = Path(__file__).parent / "results"
+    directory.mkdir(exist_ok=True)
+    (directory / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    steps = next(iter(results.values())).keys()
+    series = {step: [(float(n), r[step]) for n, r in results.items()] for step in steps}
+    line_plot(
+        directory / f"{name}.svg", title=title, x_label="intents N", y_label=y_label, series=series
+    )
