@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from infercrane_pulumi import automation, kube
-from infercrane_pulumi.intents import load_stack_file
+from infercrane_pulumi.intents import StackConfig, load_stack_file
 from infercrane_pulumi.localcluster import LocalControlPlane, find_binary
 from infercrane_pulumi.localcluster.bootstrap import bootstrap_namespace
 from infercrane_pulumi.localcluster.state import save_state
@@ -34,8 +34,7 @@ def _managers(obj: dict[str, Any]) -> str:
     return ", ".join(sorted({f"{e['manager']}({e['operation']})" for e in entries}))
 
 
-def show(cluster: kube.Cluster, stack_file: Path) -> None:
-    config = load_stack_file(stack_file)
+def show(cluster: kube.Cluster, config: StackConfig) -> None:
     print("\nOwned objects, read back from the API server as the provider identity:")
     for entry in kube.inventory(cluster, config):
         print(f"  {entry.external_key}: state={entry.state}")
@@ -50,13 +49,14 @@ def show(cluster: kube.Cluster, stack_file: Path) -> None:
 
 def run(*, keep: bool, state_root: Path) -> int:
     bin_dir = find_binary("pulumi").parent
+    config = load_stack_file(PROJECT_DIR / "stacks" / f"Pulumi.{DEMO_STACK}.yaml")
     control_plane = LocalControlPlane().start()
     try:
         print(
             f"control plane up in {control_plane.cold_start_seconds:.1f}s at {control_plane.server}"
         )
         with control_plane.api_client(control_plane.admin_context) as admin:
-            bootstrap_namespace(admin, load_stack_file(_stack_file()).kubernetes.namespace)
+            bootstrap_namespace(admin, config.kubernetes.namespace)
         print("bootstrapped deploy/kubernetes and the worker Secret (value not shown)")
         env = automation.PulumiEnvironment(
             state_dir=state_root / "state",
@@ -65,6 +65,15 @@ def run(*, keep: bool, state_root: Path) -> int:
             bin_dir=bin_dir,
             kubeconfig=control_plane.kubeconfig_path,
         )
+        settings = config.kubernetes.model_copy(
+            update={"kubeconfig": str(control_plane.kubeconfig_path)}
+        )
+        provider = kube.connect(settings)
+        rows = kube.doctor(provider, settings)
+        failed = [row for row in rows if row.status != "ok"]
+        print(f"doctor as the provider identity: {len(rows) - len(failed)}/{len(rows)} checks ok")
+        for row in failed:
+            print(f"  FAIL {row.name}: {row.message}")
         stack = automation.open_stack(DEMO_STACK, project_dir=PROJECT_DIR, env=env)
         started = time.monotonic()
         result = automation.up(stack, on_output=print)
@@ -72,10 +81,7 @@ def run(*, keep: bool, state_root: Path) -> int:
             f"\npulumi up: {result.summary.result} in {time.monotonic() - started:.1f}s, "
             f"changes {result.summary.resource_changes}"
         )
-        settings = load_stack_file(_stack_file()).kubernetes.model_copy(
-            update={"kubeconfig": str(control_plane.kubeconfig_path)}
-        )
-        show(kube.connect(settings), _stack_file())
+        show(provider, config)
         if keep:
             state = control_plane.detach()
             save_state(state_root / "localcluster", state)
@@ -90,10 +96,6 @@ def run(*, keep: bool, state_root: Path) -> int:
             control_plane.stop()
             shutil.rmtree(state_root, ignore_errors=True)
             print("control plane stopped, temporary files removed")
-
-
-def _stack_file() -> Path:
-    return PROJECT_DIR / "stacks" / f"Pulumi.{DEMO_STACK}.yaml"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

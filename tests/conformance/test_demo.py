@@ -1,0 +1,37 @@
+"""The README's main command keeps working: `make demo` runs a real `pulumi up` and cleans up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conformance.harness import ROOT, require_toolchain
+
+pytestmark = pytest.mark.conformance
+
+
+def test_demo_applies_under_our_field_manager_and_leaves_nothing() -> None:
+    bin_dir = require_toolchain()
+    before = set((ROOT / ".infercrane").glob("demo-*"))
+    completed = subprocess.run(
+        [sys.executable, "-m", "infercrane_pulumi.demo"],
+        env=os.environ | {"INFERCRANE_TOOLS_BIN": str(bin_dir)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        cwd=ROOT,
+    )
+    out = completed.stdout
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
+    assert "doctor as the provider identity: 14/14 checks ok" in out
+    assert "pulumi up: succeeded" in out
+    owned = [line.strip() for line in out.splitlines() if "managers:" in line]
+    assert [line.split("/")[0] for line in owned] == ["Deployment", "Service"] * 2
+    assert all("infercrane-provider-v1(Apply)" in line for line in owned)
+    assert not any("pulumi-" in line.split("managers:")[1] for line in owned)
+    assert "control plane stopped, temporary files removed" in out
+    assert set((ROOT / ".infercrane").glob("demo-*")) == before
