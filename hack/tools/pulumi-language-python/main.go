@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/version"
@@ -29,8 +30,12 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
-// The shim exits with this code after it has already shown the user an actionable message.
-const bailExitCode = 32
+const (
+	// The shim exits with this code after it has already shown the user an actionable message.
+	bailExitCode = 32
+	// How often an idle host checks that its engine still exists.
+	engineHealthInterval = 5 * time.Second
+)
 
 type host struct {
 	pulumirpc.UnimplementedLanguageRuntimeServer
@@ -53,7 +58,21 @@ func main() {
 	if len(args) > 0 && !strings.HasPrefix(args[len(args)-1], "-") {
 		h.engineAddress = args[len(args)-1]
 	}
+	// A host whose engine died (say, a SIGKILLed `pulumi up`) must not linger: poll the
+	// engine and stop serving once it is gone.
+	alive, engineGone := context.WithCancel(context.Background())
+	if h.engineAddress != "" {
+		if err := rpcutil.Healthcheck(alive, h.engineAddress, engineHealthInterval, engineGone); err != nil {
+			fail(err)
+		}
+	}
+	stop := make(chan bool)
+	go func() {
+		<-alive.Done()
+		close(stop)
+	}()
 	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Cancel: stop,
 		Init: func(srv *grpc.Server) error {
 			pulumirpc.RegisterLanguageRuntimeServer(srv, h)
 			return nil
@@ -121,7 +140,7 @@ func python(info *pulumirpc.ProgramInfo) (string, []string, error) {
 	return interpreter, env, nil
 }
 
-func (h *host) Run(_ context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
+func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
 	info := req.GetInfo()
 	interpreter, env, err := python(info)
 	if err != nil {
@@ -163,7 +182,8 @@ func (h *host) Run(_ context.Context, req *pulumirpc.RunRequest) (*pulumirpc.Run
 	}
 	args = append(append(args, program), req.GetArgs()...)
 
-	cmd := exec.Command(interpreter, args...)
+	// The request's context ends when the engine hangs up; the program must end with it.
+	cmd := exec.CommandContext(ctx, interpreter, args...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = pwd, env, os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		var exitErr *exec.ExitError
