@@ -48,6 +48,7 @@ class ProcessStopError(RuntimeError):
 @dataclass(frozen=True)
 class _Stat:
     state: str
+    ppid: int
     pgid: int
     start_ticks: int
 
@@ -60,13 +61,36 @@ def _read_stat(pid: int) -> _Stat | None:
     # The command name (field 2) may contain spaces and parentheses; everything
     # after its closing parenthesis is space-separated.
     fields = text[text.rindex(")") + 2 :].split()
-    return _Stat(state=fields[0], pgid=int(fields[2]), start_ticks=int(fields[19]))
+    return _Stat(
+        state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]), start_ticks=int(fields[19])
+    )
 
 
 def process_start_ticks(pid: int) -> int | None:
     """Kernel start time of ``pid`` (clock ticks since boot), or None if unknown."""
     stat = _read_stat(pid)
     return None if stat is None else stat.start_ticks
+
+
+def is_alive(pid: int) -> bool:
+    """Running and not a zombie waiting to be reaped."""
+    stat = _read_stat(pid)
+    return stat is not None and stat.state not in _DEAD_STATES
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid``, whatever process group it moved to."""
+    parents = {}
+    for entry in _PROC.iterdir():
+        stat = _read_stat(int(entry.name)) if entry.name.isdigit() else None
+        if stat is not None and stat.state not in _DEAD_STATES:
+            parents[int(entry.name)] = stat.ppid
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
 
 
 def group_members(pgid: int) -> list[int]:

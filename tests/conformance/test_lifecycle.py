@@ -24,6 +24,7 @@ from infercrane_pulumi import automation, kube, manifests, naming
 from infercrane_pulumi.errors import RejectedError
 from infercrane_pulumi.intents import load_stack_file
 from infercrane_pulumi.localcluster.bootstrap import Bootstrapped
+from infercrane_pulumi.localcluster.processes import descendants, is_alive
 from tests.conformance.harness import (
     Harness,
     fields_of,
@@ -243,7 +244,7 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
         process.wait(timeout=30)
     assert helpers
     wait_for(
-        lambda: not any(alive(pid) for pid in helpers),
+        lambda: not any(is_alive(pid) for pid in helpers),
         timeout=30,
         what="the killed run's plugins and program to exit",
     )
@@ -255,33 +256,6 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
         names = sorted(o["metadata"]["name"] for o in harness.owned(kind))
         assert names == sorted(naming.object_name(k) for k in keys)
     assert automation.stale_locks(harness.env, harness.stack_name) == []
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (plugins get their own process groups)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int(
-                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
-                )
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Running and not a zombie (nothing reaps orphans on this machine)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def test_removing_an_intent_and_destroy_delete_exactly_ours(

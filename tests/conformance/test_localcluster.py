@@ -29,7 +29,7 @@ from infercrane_pulumi.localcluster import (
     new_api_client,
 )
 from infercrane_pulumi.localcluster.binaries import repo_root
-from infercrane_pulumi.localcluster.processes import group_members
+from infercrane_pulumi.localcluster.processes import group_members, is_alive
 from infercrane_pulumi.localcluster.state import load_state
 from tests.conformance.harness import require_toolchain, show, wait_for
 
@@ -222,10 +222,9 @@ def _processes_mentioning(text: str) -> list[int]:
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if text in cmdline and state not in ("Z", "X"):
+        if text in cmdline and is_alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,7 +14,9 @@ import pytest
 from infercrane_pulumi.localcluster.processes import (
     ManagedProcess,
     ProcessStartError,
+    descendants,
     group_members,
+    is_alive,
     start_process,
     stop_process,
     tail_log,
@@ -37,14 +41,6 @@ def _pids_in_log(log: Path, count: int) -> list[int]:
     return [int(ln) for ln in log.read_text().splitlines() if ln.isdigit()]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def test_start_process_runs_in_own_group_and_logs_command(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "sleeper.log"
     proc = start_process("sleeper", ["sleep", "30"], log)
@@ -65,13 +61,13 @@ def test_stop_kills_whole_group_including_children(tmp_path: Path) -> None:
     script = "sleep 60 & echo $!; sleep 60 & echo $!; wait"
     proc = start_process("group", ["sh", "-c", script], log)
     children = _pids_in_log(log, 2)
-    assert all(_alive(pid) for pid in children)
+    assert all(is_alive(pid) for pid in children)
     assert sorted(group_members(proc.pgid)) == sorted([proc.pid, *children])
 
     stop_process(proc, grace=5)
 
     assert group_members(proc.pgid) == []
-    assert not any(_alive(pid) for pid in children)
+    assert not any(is_alive(pid) for pid in children)
     assert proc.returncode() is not None
 
 
@@ -87,7 +83,7 @@ def test_stop_escalates_to_sigkill_when_sigterm_is_ignored(tmp_path: Path) -> No
 
     assert time.monotonic() - started < 5
     assert group_members(proc.pgid) == []
-    assert not _alive(child)
+    assert not is_alive(child)
 
 
 def test_stop_is_idempotent(tmp_path: Path) -> None:
@@ -185,3 +181,20 @@ def test_python_child_inherits_no_stdin(tmp_path: Path) -> None:
     proc = start_process("stdin", [sys.executable, "-c", code], tmp_path / "stdin.log")
     _wait_for(lambda: not proc.is_running())
     assert "''" in (tmp_path / "stdin.log").read_text()
+
+
+def test_descendants_follow_children_into_other_process_groups(tmp_path: Path) -> None:
+    log = tmp_path / "tree.log"
+    log.touch()
+    # The grandchild moves to its own session, as Pulumi's plugins do.
+    script = f"setsid sleep 30 & echo $! >> {log}; sleep 30 & echo $! >> {log}; wait"
+    parent = subprocess.Popen(["sh", "-c", script])
+    try:
+        children = _pids_in_log(log, 2)
+        _wait_for(lambda: set(children) <= descendants(parent.pid))
+        assert not descendants(children[1])
+    finally:
+        for pid in [*descendants(parent.pid), parent.pid]:
+            os.kill(pid, signal.SIGKILL)
+        parent.wait()
+    _wait_for(lambda: not any(is_alive(pid) for pid in children))
