@@ -13,7 +13,7 @@ export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 
 ## demo: build/reuse the toolchain, start a disposable control plane, run a real `pulumi up`
 demo: venv tools
-	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_pulumi.demo $(DEMO_ARGS)
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.demo $(DEMO_ARGS)
 
 ## test: lint, type-check, unit tests, then real-engine conformance on the local control plane
 test: venv tools lint

@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 from benchmarks.plot import save
+from infercrane_dev import DEPLOY_DIR
+from infercrane_dev.localcluster import LocalControlPlane, find_binary
+from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_pulumi import automation, kube
-from infercrane_pulumi.localcluster import LocalControlPlane, find_binary
-from infercrane_pulumi.localcluster.bootstrap import bootstrap_namespace
 from tests.conformance.harness import ROOT, Harness, replica
 
 
@@ -23,7 +24,7 @@ def measure(
 ) -> dict[str, float]:
     namespace = f"bench-{n}"
     with plane.api_client(plane.admin_context) as admin:
-        bootstrap_namespace(admin, namespace)
+        bootstrap_namespace(admin, namespace, deploy_dir=DEPLOY_DIR)
         harness = Harness(
             plane,
             env,

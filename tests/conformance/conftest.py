@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from infercrane_dev import DEPLOY_DIR
+from infercrane_dev.localcluster import LocalControlPlane
+from infercrane_dev.localcluster.bootstrap import Bootstrapped, bootstrap_namespace
 from infercrane_pulumi import automation, kube
-from infercrane_pulumi.localcluster import LocalControlPlane
-from infercrane_pulumi.localcluster.bootstrap import Bootstrapped, bootstrap_namespace
 from tests.conformance.harness import ROOT, Harness, require_toolchain, show
 
 
@@ -53,7 +54,7 @@ def pulumi_env(
 
 def _bootstrap(admin_client: client.ApiClient, *, kserve: bool) -> Iterator[Bootstrapped]:
     namespace = f"ic-{uuid.uuid4().hex[:8]}"
-    done = bootstrap_namespace(admin_client, namespace, kserve=kserve)
+    done = bootstrap_namespace(admin_client, namespace, deploy_dir=DEPLOY_DIR, kserve=kserve)
     yield done
     # Background deletion: the namespace controller finishes it; no test waits on it.
     client.CoreV1Api(admin_client).delete_namespace(namespace)

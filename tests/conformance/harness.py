@@ -22,8 +22,8 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
+from infercrane_dev.localcluster import BinaryNotFoundError, LocalControlPlane, find_binary
 from infercrane_pulumi import automation, kube, naming
-from infercrane_pulumi.localcluster import BinaryNotFoundError, LocalControlPlane, find_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/vllm/vllm-openai@sha256:" + "5e" * 32

@@ -17,7 +17,7 @@ def test_demo_applies_under_our_field_manager_and_leaves_nothing() -> None:
     bin_dir = require_toolchain()
     before = set((ROOT / ".infercrane").glob("demo-*"))
     completed = subprocess.run(
-        [sys.executable, "-m", "infercrane_pulumi.demo"],
+        [sys.executable, "-m", "infercrane_dev.demo"],
         env=os.environ | {"INFERCRANE_TOOLS_BIN": str(bin_dir)},
         capture_output=True,
         text=True,

@@ -8,9 +8,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_pulumi import kube
 from infercrane_pulumi.errors import RejectedError
-from infercrane_pulumi.localcluster import LocalControlPlane
 from tests.conformance.harness import ROOT, Harness, managers, replica, wait_for
 
 pytestmark = pytest.mark.conformance

@@ -20,11 +20,11 @@ import pytest
 from kubernetes import client
 from pulumi import automation as auto
 
+from infercrane_dev.localcluster.bootstrap import Bootstrapped
+from infercrane_dev.localcluster.processes import descendants, is_alive
 from infercrane_pulumi import automation, kube, manifests, naming
 from infercrane_pulumi.errors import RejectedError
 from infercrane_pulumi.intents import load_stack_file
-from infercrane_pulumi.localcluster.bootstrap import Bootstrapped
-from infercrane_pulumi.localcluster.processes import descendants, is_alive
 from tests.conformance.harness import (
     Harness,
     fields_of,

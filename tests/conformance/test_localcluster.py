@@ -22,15 +22,15 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from infercrane_pulumi.localcluster import (
+from infercrane_dev.localcluster import (
     TOOLS_BIN_ENV,
     LocalControlPlane,
     health,
     new_api_client,
 )
-from infercrane_pulumi.localcluster.binaries import repo_root
-from infercrane_pulumi.localcluster.processes import group_members, is_alive
-from infercrane_pulumi.localcluster.state import load_state
+from infercrane_dev.localcluster.binaries import repo_root
+from infercrane_dev.localcluster.processes import group_members, is_alive
+from infercrane_dev.localcluster.state import load_state
 from tests.conformance.harness import require_toolchain, show, wait_for
 
 pytestmark = pytest.mark.conformance
@@ -249,7 +249,7 @@ def test_stop_leaves_nothing_behind() -> None:
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, TOOLS_BIN_ENV: str(require_toolchain())}
     return subprocess.run(
-        [sys.executable, "-m", "infercrane_pulumi.localcluster", *args],
+        [sys.executable, "-m", "infercrane_dev.localcluster", *args],
         capture_output=True,
         text=True,
         timeout=300,

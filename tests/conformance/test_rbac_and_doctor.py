@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from infercrane_pulumi.localcluster.bootstrap import Bootstrapped
+from infercrane_dev.localcluster.bootstrap import Bootstrapped
 from tests.conformance.harness import Harness, replica
 
 pytestmark = pytest.mark.conformance

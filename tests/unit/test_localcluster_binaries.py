@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_pulumi.localcluster import binaries
-from infercrane_pulumi.localcluster.binaries import (
+from infercrane_dev.localcluster import binaries
+from infercrane_dev.localcluster.binaries import (
     TOOLS_BIN_ENV,
     BinaryNotFoundError,
     find_binary,

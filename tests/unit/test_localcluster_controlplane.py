@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercrane_pulumi.localcluster import TOOLS_BIN_ENV
-from infercrane_pulumi.localcluster.__main__ import main
-from infercrane_pulumi.localcluster.binaries import BinaryNotFoundError, repo_root
-from infercrane_pulumi.localcluster.controlplane import (
+from infercrane_dev.localcluster import TOOLS_BIN_ENV
+from infercrane_dev.localcluster.__main__ import main
+from infercrane_dev.localcluster.binaries import BinaryNotFoundError, repo_root
+from infercrane_dev.localcluster.controlplane import (
     ControlPlaneBinaries,
     ControlPlaneError,
     LocalControlPlane,
 )
-from infercrane_pulumi.localcluster.processes import ProcessStartError, group_members
-from infercrane_pulumi.localcluster.state import STATE_FILE, load_state
+from infercrane_dev.localcluster.processes import ProcessStartError, group_members
+from infercrane_dev.localcluster.state import STATE_FILE, load_state
 
 FAKE_DAEMON = r"""
 import http.server, os, ssl, subprocess, sys, time
@@ -301,7 +301,7 @@ def test_cli_up_replaces_a_dead_cluster_record(
     first = load_state(state_dir)
     assert first is not None
     # Simulate the daemons dying on their own (e.g. a reboot).
-    from infercrane_pulumi.localcluster.processes import stop_process
+    from infercrane_dev.localcluster.processes import stop_process
 
     for process in first.processes:
         stop_process(process, grace=2)
@@ -325,7 +325,7 @@ def test_cli_corrupt_state_is_a_failure(tmp_path: Path, capsys: pytest.CaptureFi
 def test_forgotten_stop_is_done_at_interpreter_exit(fake_bin: Path, base_dir: Path) -> None:
     script = (
         "import json, pathlib, sys\n"
-        "from infercrane_pulumi.localcluster import LocalControlPlane\n"
+        "from infercrane_dev.localcluster import LocalControlPlane\n"
         "plane = LocalControlPlane(base_dir=pathlib.Path(sys.argv[1]), startup_timeout=20)\n"
         "plane.start()\n"
         "print(json.dumps([p.pgid for p in plane.processes]))\n"

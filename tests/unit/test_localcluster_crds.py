@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from infercrane_pulumi.localcluster.crds import (
+from infercrane_dev.localcluster.crds import (
     CrdError,
     apply_crd,
     is_established,

@@ -14,15 +14,15 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from infercrane_pulumi.localcluster import certs
-from infercrane_pulumi.localcluster.kubeconfig import (
+from infercrane_dev.localcluster import certs
+from infercrane_dev.localcluster.kubeconfig import (
     ADMIN_CONTEXT,
     CLUSTER_NAME,
     PROVIDER_CONTEXT,
     build_kubeconfig,
     write_kubeconfig,
 )
-from infercrane_pulumi.localcluster.ports import free_port, free_ports
+from infercrane_dev.localcluster.ports import free_port, free_ports
 
 
 @pytest.fixture(scope="module")

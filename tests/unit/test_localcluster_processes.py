@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_pulumi.localcluster.processes import (
+from infercrane_dev.localcluster.processes import (
     ManagedProcess,
     ProcessStartError,
     descendants,

@@ -18,9 +18,8 @@ import yaml
 from kubernetes import utils
 from kubernetes.client import ApiClient
 
-from infercrane_pulumi.localcluster.certs import PROVIDER_USER
+from infercrane_dev.localcluster.certs import PROVIDER_USER
 
-DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 SHIPPED_NAMESPACE = "infercrane-system"
 BASE_FILES = ("base/namespace.yaml", "base/service-accounts.yaml", "base/provider-rbac.yaml")
 KSERVE_FILES = ("kserve/provider-rbac.yaml",)
@@ -33,7 +32,7 @@ class Bootstrapped:
     worker_secret_value: str  # for the caller's leak checks only; never print it
 
 
-def shipped_objects(namespace: str, *, kserve: bool, deploy_dir: Path = DEPLOY_DIR) -> list[Any]:
+def shipped_objects(namespace: str, *, kserve: bool, deploy_dir: Path) -> list[Any]:
     """The shipped manifests with ``infercrane-system`` replaced by ``namespace``."""
     files = BASE_FILES + (KSERVE_FILES if kserve else ())
     documents = [
@@ -74,9 +73,11 @@ def worker_secret(namespace: str, value: str) -> dict[str, Any]:
     }
 
 
-def bootstrap_namespace(admin: ApiClient, namespace: str, *, kserve: bool = False) -> Bootstrapped:
+def bootstrap_namespace(
+    admin: ApiClient, namespace: str, *, deploy_dir: Path, kserve: bool = False
+) -> Bootstrapped:
     """Create everything a stack in ``namespace`` needs; objects that already exist are kept."""
-    documents = shipped_objects(namespace, kserve=kserve)
+    documents = shipped_objects(namespace, kserve=kserve, deploy_dir=deploy_dir)
     roles = tuple(doc["metadata"]["name"] for doc in documents if doc["kind"] == "Role")
     value = secrets.token_urlsafe(32)
     documents += [user_binding(namespace, role) for role in roles]

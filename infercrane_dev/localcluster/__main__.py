@@ -1,4 +1,4 @@
-"""Command line: ``python -m infercrane_pulumi.localcluster up|down [--dir DIR]``.
+"""Command line: ``python -m infercrane_dev.localcluster up|down [--dir DIR]``.
 
 ``up`` starts the local control plane *detached* (the daemons outlive this
 command) and records how to stop it in DIR; ``down`` stops whatever DIR
@@ -29,7 +29,7 @@ DEFAULT_STATE_DIR = Path(".infercrane") / "localcluster"
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m infercrane_pulumi.localcluster",
+        prog="python -m infercrane_dev.localcluster",
         description="Start or stop a disposable local Kubernetes control plane.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{up,down}")
@@ -91,7 +91,7 @@ def _up(state_dir: Path, timeout: float) -> int:
     print(f"admin context: {state.admin_context}")
     print(f"provider context: {state.provider_context}")
     print(f"cold start: {state.cold_start_seconds:.1f}s")
-    print(f"stop with: python -m infercrane_pulumi.localcluster down --dir {state_dir}")
+    print(f"stop with: python -m infercrane_dev.localcluster down --dir {state_dir}")
     return EXIT_OK
 
 

@@ -11,6 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from infercrane_dev import REPO_ROOT
+
 TOOLS_BIN_ENV = "INFERCRANE_TOOLS_BIN"
 """Environment variable naming a directory that holds the binaries; checked first."""
 
@@ -28,7 +30,7 @@ class BinaryNotFoundError(FileNotFoundError):
 
 def repo_root() -> Path:
     """The checkout this package lives in (three levels above this file)."""
-    return Path(__file__).resolve().parents[2]
+    return REPO_ROOT
 
 
 def _build_script_bin_dir(script: Path) -> Path | None:

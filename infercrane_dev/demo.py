@@ -18,13 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from infercrane_dev import DEPLOY_DIR, REPO_ROOT
+from infercrane_dev.localcluster import LocalControlPlane, find_binary
+from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
+from infercrane_dev.localcluster.state import save_state
 from infercrane_pulumi import automation, kube
 from infercrane_pulumi.intents import StackConfig, load_stack_file
-from infercrane_pulumi.localcluster import LocalControlPlane, find_binary
-from infercrane_pulumi.localcluster.bootstrap import bootstrap_namespace
-from infercrane_pulumi.localcluster.state import save_state
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
+PROJECT_DIR = REPO_ROOT
 DEMO_STACK = "demo"
 DEMO_PASSPHRASE = "infercrane-demo-only"  # documented; the demo state is thrown away
 
@@ -56,7 +57,7 @@ def run(*, keep: bool, state_root: Path) -> int:
             f"control plane up in {control_plane.cold_start_seconds:.1f}s at {control_plane.server}"
         )
         with control_plane.api_client(control_plane.admin_context) as admin:
-            bootstrap_namespace(admin, config.kubernetes.namespace)
+            bootstrap_namespace(admin, config.kubernetes.namespace, deploy_dir=DEPLOY_DIR)
         print("bootstrapped deploy/kubernetes and the worker Secret (value not shown)")
         env = automation.PulumiEnvironment(
             state_dir=state_root / "state",
@@ -87,7 +88,7 @@ def run(*, keep: bool, state_root: Path) -> int:
             save_state(state_root / "localcluster", state)
             print(
                 f"\nkept: KUBECONFIG={control_plane.kubeconfig_path}; stop with "
-                f"`python -m infercrane_pulumi.localcluster down --dir "
+                f"`python -m infercrane_dev.localcluster down --dir "
                 f"{state_root / 'localcluster'}`"
             )
         return 0
@@ -99,7 +100,7 @@ def run(*, keep: bool, state_root: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infercrane_pulumi.demo")
+    parser = argparse.ArgumentParser(prog="python -m infercrane_dev.demo")
     parser.add_argument("--keep", action="store_true", help="leave the control plane running")
     args = parser.parse_args(argv)
     state_root = Path(tempfile.mkdtemp(prefix="demo-", dir=_local_dir()))
