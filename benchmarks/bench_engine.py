@@ -15,7 +15,8 @@ from benchmarks.plot import save
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster import LocalControlPlane, find_binary
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
-from infercrane_pulumi import automation, kube
+from infercrane_pulumi import automation
+from infercrane_pulumi.cluster.client import Cluster, RestTransport
 from tests.conformance.harness import ROOT, Harness, replica
 
 
@@ -30,7 +31,7 @@ def measure(
             env,
             namespace,
             Path(tempfile.mkdtemp(prefix="bench-")),
-            kube.Cluster(kube.RestTransport(admin)),
+            Cluster(RestTransport(admin)),
         )
         harness.configure([replica(f"bench-{n}-r{i}") for i in range(n)])
         timings = {}

@@ -11,7 +11,7 @@ import sys
 import time
 
 from benchmarks.plot import save
-from infercrane_pulumi import manifests
+from infercrane_pulumi import manifests, workloads
 from infercrane_pulumi.intents import parse_stack_config
 
 IMAGE = "registry.example/vllm@sha256:" + "ab" * 32
@@ -32,7 +32,7 @@ def measure(n: int, repeat: int = 5) -> dict[str, float]:
         started = time.perf_counter()
         config = parse_stack_config({"context": "c", "imageDigest": IMAGE}, replicas)
         validated = time.perf_counter()
-        manifests.to_yaml(manifests.stack_objects(config))
+        manifests.to_yaml(workloads.stack_objects(config))
         rendered = time.perf_counter()
         best["validate"] = min(best["validate"], validated - started)
         best["render"] = min(best["render"], rendered - validated)

@@ -16,13 +16,13 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from infercrane_dev import DEPLOY_DIR, REPO_ROOT
 from infercrane_dev.localcluster import LocalControlPlane, find_binary
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.localcluster.state import save_state
-from infercrane_pulumi import automation, kube
+from infercrane_pulumi import automation
+from infercrane_pulumi.cluster import client, doctor, observe
 from infercrane_pulumi.intents import StackConfig, load_stack_file
 
 PROJECT_DIR = REPO_ROOT
@@ -30,20 +30,14 @@ DEMO_STACK = "demo"
 DEMO_PASSPHRASE = "infercrane-demo-only"  # documented; the demo state is thrown away
 
 
-def _managers(obj: dict[str, Any]) -> str:
-    entries = (obj.get("metadata") or {}).get("managedFields") or []
-    return ", ".join(sorted({f"{e['manager']}({e['operation']})" for e in entries}))
-
-
-def show(cluster: kube.Cluster, config: StackConfig) -> None:
+def show(cluster: client.Cluster, config: StackConfig) -> None:
     print("\nOwned objects, read back from the API server as the provider identity:")
-    for entry in kube.inventory(cluster, config):
+    for entry in observe.observe(cluster, config):
         print(f"  {entry.external_key}: state={entry.state}")
         for obj in entry.objects:
-            meta = obj["metadata"]
             print(
-                f"    {obj['kind']}/{meta['name']}  managers: {_managers(obj)}  "
-                f"conditions: {kube.conditions_summary(obj)}"
+                f"    {obj.kind}/{obj.name}  managers: {', '.join(obj.field_managers)}  "
+                f"conditions: {observe.conditions_summary(obj)}"
             )
     print("  (provisioning: the local control plane has no node, so no GPU Pod can be scheduled)")
 
@@ -69,15 +63,15 @@ def run(*, keep: bool, state_root: Path) -> int:
         settings = config.kubernetes.model_copy(
             update={"kubeconfig": str(control_plane.kubeconfig_path)}
         )
-        provider = kube.connect(settings)
-        rows = kube.doctor(provider, settings)
+        provider = client.connect(settings)
+        rows = doctor.doctor(provider, settings)
         failed = [row for row in rows if row.status != "ok"]
         print(f"doctor as the provider identity: {len(rows) - len(failed)}/{len(rows)} checks ok")
         for row in failed:
             print(f"  FAIL {row.name}: {row.message}")
         stack = automation.open_stack(DEMO_STACK, project_dir=PROJECT_DIR, env=env)
         started = time.monotonic()
-        result = automation.up(stack, on_output=print)
+        result = automation.up(stack, env, on_output=print)
         print(
             f"\npulumi up: {result.summary.result} in {time.monotonic() - started:.1f}s, "
             f"changes {result.summary.resource_changes}"

@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from infercrane_pulumi import kube, manifests
+from infercrane_pulumi import manifests, workloads
+from infercrane_pulumi.cluster import client, observe
+from infercrane_pulumi.cluster import doctor as checks
 from infercrane_pulumi.errors import ClusterUnavailableError, ConfigError, InferCraneError
 from infercrane_pulumi.intents import load_stack_file
 
@@ -33,39 +35,37 @@ class Result:
     header: list[str] = field(default_factory=list)
 
 
-def render(args: argparse.Namespace, connect: Callable[..., kube.Cluster]) -> Result:
+def render(args: argparse.Namespace, connect: Callable[..., client.Cluster]) -> Result:
     config = load_stack_file(args.config)
-    objects = manifests.stack_objects(config)
+    objects = workloads.stack_objects(config)
     return Result("render", True, data=objects, text=manifests.to_yaml(objects))
 
 
-def doctor(args: argparse.Namespace, connect: Callable[..., kube.Cluster]) -> Result:
+def doctor(args: argparse.Namespace, connect: Callable[..., client.Cluster]) -> Result:
     config = load_stack_file(args.config)
-    checks = kube.doctor(connect(config.kubernetes), config.kubernetes)
+    rows = checks.doctor(connect(config.kubernetes), config.kubernetes)
     return Result(
         "doctor",
-        all(row.status == "ok" for row in checks),
-        data=[asdict(row) for row in checks],
+        all(row.status == "ok" for row in rows),
+        data=[asdict(row) for row in rows],
         header=["STATUS", "NAME", "MESSAGE"],
-        rows=[[row.status.upper(), row.name, row.message] for row in checks],
+        rows=[[row.status.upper(), row.name, row.message] for row in rows],
     )
 
 
-def inspect(args: argparse.Namespace, connect: Callable[..., kube.Cluster]) -> Result:
+def inspect(args: argparse.Namespace, connect: Callable[..., client.Cluster]) -> Result:
     config = load_stack_file(args.config)
-    entries = kube.inventory(connect(config.kubernetes), config)
-    rows = []
-    for entry in entries:
-        for obj in entry.objects or [{}]:
-            meta = obj.get("metadata") or {}
-            rows.append(
-                [
-                    entry.external_key,
-                    entry.state,
-                    f"{obj['kind']}/{meta['name']}" if obj else "-",
-                    kube.conditions_summary(obj),
-                ]
-            )
+    entries = observe.observe(connect(config.kubernetes), config)
+    rows = [
+        [
+            entry.external_key,
+            entry.state,
+            f"{obj.kind}/{obj.name}" if obj else "-",
+            observe.conditions_summary(obj) if obj else "-",
+        ]
+        for entry in entries
+        for obj in entry.objects or [None]
+    ]
     return Result(
         "inspect",
         True,
@@ -114,19 +114,17 @@ def emit(result: Result, *, as_json: bool, out: TextIO) -> None:
 
 
 def emit_error(error: InferCraneError, *, command: str, as_json: bool, out: TextIO) -> None:
-    problems = list(getattr(error, "problems", None) or [str(error)])
     if as_json:
-        body = {"code": error.code, "retryable": error.retryable, "problems": problems}
         envelope = {"apiVersion": ENVELOPE_VERSION, "command": command, "ok": False}
-        out.write(json.dumps(envelope | {"error": body}, sort_keys=True) + "\n")
+        out.write(json.dumps(envelope | {"error": error.to_record()}, sort_keys=True) + "\n")
     else:
-        out.write("".join(f"{command}: {problem}\n" for problem in problems))
+        out.write("".join(f"{command}: {problem}\n" for problem in error.problems))
 
 
 def main(
     argv: Sequence[str] | None = None,
     *,
-    connect: Callable[..., kube.Cluster] = kube.connect,
+    connect: Callable[..., client.Cluster] = client.connect,
     stdout: TextIO = sys.stdout,
     stderr: TextIO = sys.stderr,
 ) -> int:

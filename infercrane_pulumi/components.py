@@ -1,7 +1,8 @@
 """The thin Pulumi layer: one explicit provider per stack, one component per replica intent.
 
-Objects come verbatim from ``manifests``; this module only decides which pulumi-kubernetes
-resource type carries each one and how Pulumi names it. It never reads the cluster.
+Objects come verbatim from the workload-API table; each is registered under the Pulumi type
+token its kind names, as ``<component>-<kind>``. This module decides nothing about the objects
+and never reads the cluster.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infercrane_pulumi import manifests, naming
+from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
-from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.kinds import KINDS
 
 REPLICA_TYPE = "infercrane:kubernetes:Replica"
 
@@ -31,28 +32,8 @@ def stack_provider(settings: KubernetesSettings) -> k8s.Provider:
     )
 
 
-def _child(obj: Manifest, name: str, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    kind = obj["kind"]
-    if kind == "Deployment":
-        return k8s.apps.v1.Deployment(
-            f"{name}-deployment", metadata=obj["metadata"], spec=obj["spec"], opts=opts
-        )
-    if kind == "Service":
-        return k8s.core.v1.Service(
-            f"{name}-service", metadata=obj["metadata"], spec=obj["spec"], opts=opts
-        )
-    return k8s.apiextensions.CustomResource(
-        f"{name}-{kind.lower()}",
-        api_version=obj["apiVersion"],
-        kind=kind,
-        metadata=obj["metadata"],
-        spec=obj["spec"],
-        opts=opts,
-    )
-
-
 class ReplicaComponent(pulumi.ComponentResource):
-    """One replica intent: a Deployment + Service, or one KServe InferenceService."""
+    """One replica intent: the objects its workload API builds, parented to it."""
 
     resource_id: str
     endpoint: str
@@ -69,10 +50,15 @@ class ReplicaComponent(pulumi.ComponentResource):
         name = naming.object_name(intent.external_key)
         super().__init__(REPLICA_TYPE, name, None, opts)
         child_opts = pulumi.ResourceOptions(parent=self, provider=provider)
-        desired = manifests.replica_objects(settings, intent)
-        self.children = [_child(obj, name, child_opts) for obj in desired]
+        desired = workloads.replica_objects(settings, intent)
+        self.children = [
+            pulumi.CustomResource(
+                KINDS[obj["kind"]].pulumi_type, f"{name}-{obj['kind'].lower()}", obj, child_opts
+            )
+            for obj in desired
+        ]
         self.resource_id = naming.resource_id(settings, intent.external_key)
-        self.endpoint = manifests.endpoint(settings, intent)
+        self.endpoint = workloads.endpoint(settings, intent)
         self.objects = [{"kind": obj["kind"], "name": obj["metadata"]["name"]} for obj in desired]
         self.register_outputs(self.outputs())
 

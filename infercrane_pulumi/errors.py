@@ -1,40 +1,45 @@
-"""The project's error hierarchy.
+"""The project's error hierarchy and its wire form.
 
-Every failure a user can see is one of these classes, each with a stable ``code`` and a
-``retryable`` flag: invalid input is permanent, cluster and transport trouble is retryable.
-Messages start with their subject and never carry credentials or raw client output.
+Every failure a user can see is one of these classes: a stable ``code``, a ``retryable`` flag
+(invalid input and refusals are permanent; an unreachable cluster or a busy stack is not) and
+``problems``, one line each, starting with their subject. Messages never carry credentials or
+raw client output. ``to_record``/``from_record`` carry an error across a process boundary (the
+Pulumi program to the Automation API, the CLI to another language) as data, decoded through
+one ``{code: class}`` registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 
 class InferCraneError(Exception):
     """Root of every error this project raises on purpose."""
 
-    code = "infercrane-error"
-    retryable = False
+    code: ClassVar[str] = "infercrane-error"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, problems: Sequence[str] | str) -> None:
+        self.problems: tuple[str, ...] = (
+            (problems,) if isinstance(problems, str) else tuple(problems)
+        )
+        super().__init__("; ".join(self.problems))
+
+    def to_record(self) -> dict[str, Any]:
+        return {"code": self.code, "retryable": self.retryable, "problems": list(self.problems)}
 
 
 class ConfigError(InferCraneError):
-    """The stack configuration is invalid; nothing was sent to any API."""
+    """The configuration is invalid; nothing was sent to any API."""
 
     code = "invalid-config"
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("; ".join(self.problems))
 
 
 class OwnershipError(InferCraneError):
     """An object at one of our names is not exactly ours, or someone else owns our fields."""
 
     code = "ownership-conflict"
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("; ".join(self.problems))
 
 
 class RejectedError(InferCraneError):
@@ -48,3 +53,36 @@ class ClusterUnavailableError(InferCraneError):
 
     code = "cluster-unavailable"
     retryable = True
+
+
+class StackBusyError(InferCraneError):
+    """Another operation holds the stack; the same call succeeds once it has finished."""
+
+    code = "stack-busy"
+    retryable = True
+
+
+class RunFailedError(InferCraneError):
+    """A Pulumi operation failed for a reason the program did not report itself."""
+
+    code = "pulumi-run-failed"
+
+
+ERRORS: Mapping[str, type[InferCraneError]] = {
+    cls.code: cls
+    for cls in (
+        ConfigError,
+        OwnershipError,
+        RejectedError,
+        ClusterUnavailableError,
+        StackBusyError,
+        RunFailedError,
+    )
+}
+
+
+def from_record(record: Mapping[str, Any]) -> InferCraneError:
+    """The typed error a ``to_record`` document describes (unknown codes: ``RunFailedError``)."""
+    problems = record.get("problems")
+    lines = [str(p) for p in problems] if isinstance(problems, list) else []
+    return ERRORS.get(str(record.get("code")), RunFailedError)(lines or ["no problem reported"])

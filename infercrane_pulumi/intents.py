@@ -78,8 +78,35 @@ def _printable(value: str) -> str:
     return value
 
 
+def is_kubeconfig_contents(value: str) -> bool:
+    """A path is one line; kubeconfig contents are multi-line YAML or one-line JSON."""
+    return "\n" in value or value.lstrip().startswith("{")
+
+
+def kubeconfig_document(value: str) -> Mapping[str, Any] | None:
+    """The parsed contents, or None when ``value`` is a path (or not a mapping)."""
+    if not is_kubeconfig_contents(value):
+        return None
+    try:
+        document = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return None
+    return document if isinstance(document, Mapping) else None
+
+
+def _kubeconfig(value: str) -> str:
+    # Messages never quote the value: contents carry credentials.
+    if not is_kubeconfig_contents(value):
+        return _printable(value)
+    if kubeconfig_document(value) is None:
+        raise ValueError("contents must be a kubeconfig document (a YAML or JSON mapping)")
+    return value
+
+
 def _external_key(value: str) -> str:
     _printable(value)
+    if value != value.strip():
+        raise ValueError("must not start or end with whitespace")
     size = len(value.encode("utf-8"))
     if size > MAX_EXTERNAL_KEY_BYTES:
         raise ValueError(f"must be at most {MAX_EXTERNAL_KEY_BYTES} bytes, got {size}")
@@ -112,6 +139,7 @@ LabelValue = Annotated[str, _matching(_LABEL_VALUE, "a label value", 63)]
 QualifiedName = Annotated[str, AfterValidator(_qualified_name)]
 DigestImage = Annotated[str, AfterValidator(_digest_pinned)]
 Printable = Annotated[str, AfterValidator(_printable)]
+Kubeconfig = Annotated[str, AfterValidator(_kubeconfig)]
 ExternalKey = Annotated[str, AfterValidator(_external_key)]
 Argv = Annotated[list[str], AfterValidator(_argv)]
 Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
@@ -139,7 +167,8 @@ class KubernetesSettings(_Model):
 
     context: Printable
     namespace: DnsLabel = "infercrane-system"
-    kubeconfig: Printable | None = None
+    # A path or the contents; never shown in a repr (contents carry credentials).
+    kubeconfig: Kubeconfig | None = Field(default=None, repr=False)
     workload_api: Literal["deployment", "kserve"] = "deployment"
     service_account: DnsLabel = "infercrane-runtime"
     worker_secret_name: DnsLabel = "infercrane-worker"
@@ -201,6 +230,7 @@ def parse_stack_config(kubernetes: Any, replicas: Any) -> StackConfig:
     problems.extend(_duplicate_keys(replicas))
     if config is not None:
         problems.extend(_placeholder_problems(config.replicas))
+        problems.extend(_context_problems(config.kubernetes))
     if problems or config is None:
         raise ConfigError(problems)
     return config
@@ -239,11 +269,22 @@ def _duplicate_keys(replicas: Any) -> list[str]:
         return []
     keys = [item.get("externalKey") for item in replicas if isinstance(item, Mapping)]
     counts = Counter(key for key in keys if isinstance(key, str))
-    return [
+    problems = [
         f"{REPLICAS_KEY}: externalKey {key!r} appears {count} times; keys must be unique"
         for key, count in sorted(counts.items())
         if count > 1
     ]
+    # Distinct keys that a person would read as one are almost surely a mistake.
+    lookalikes: dict[str, list[str]] = {}
+    for key in counts:
+        lookalikes.setdefault(" ".join(key.casefold().split()), []).append(key)
+    problems += [
+        f"{REPLICAS_KEY}: externalKeys {', '.join(repr(k) for k in sorted(group))} differ only "
+        "in case or whitespace; use one key per replica"
+        for group in lookalikes.values()
+        if len(group) > 1
+    ]
+    return problems
 
 
 def _placeholder_problems(replicas: tuple[ReplicaIntent, ...]) -> list[str]:
@@ -260,3 +301,17 @@ def _placeholder_problems(replicas: tuple[ReplicaIntent, ...]) -> list[str]:
                 elif name == "MODEL_REVISION" and intent.model_revision is None:
                     problems.append(f"{where}: uses ${{MODEL_REVISION}} but modelRevision is unset")
     return problems
+
+
+def _context_problems(settings: KubernetesSettings) -> list[str]:
+    document = kubeconfig_document(settings.kubeconfig or "")
+    if document is None:
+        return []  # a path is read at connect time, where a missing context is reported
+    contexts = document.get("contexts") or []
+    names = {c.get("name") for c in contexts if isinstance(c, Mapping)}
+    if settings.context in names:
+        return []
+    return [
+        f"{KUBERNETES_KEY}.context: context {settings.context!r} is not in the kubeconfig "
+        "contents given in kubeconfig"
+    ]

@@ -1,18 +1,20 @@
 """What a replica intent becomes: the exact Kubernetes objects, as plain dicts.
 
-Pure functions only: no Pulumi, no clients, no I/O. The Pulumi layer, ``render`` and the
-ownership preflight all take their objects from here, so what a reviewer renders is what the
-engine applies and what the preflight dry-runs.
+Pure functions only: no Pulumi, no clients, no I/O. Which of these builders a workload API uses
+is decided in ``workloads``; the Pulumi layer, ``render``, ``diff`` and the ownership preflight
+all take their objects from there, so what a reviewer renders is what the engine applies and
+what the preflight dry-runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from infercrane_pulumi import naming
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 
 Manifest = dict[str, Any]
 
@@ -112,20 +114,24 @@ def pod_fields(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
     return fields
 
 
-def metadata(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
+def metadata(
+    settings: KubernetesSettings, intent: ReplicaIntent, extra_annotations: Mapping[str, str]
+) -> Manifest:
     return {
         "name": naming.object_name(intent.external_key),
         "namespace": settings.namespace,
         "labels": naming.labels(intent.external_key),
-        "annotations": naming.object_annotations(settings, intent) | APPLY_ANNOTATIONS,
+        "annotations": naming.object_annotations(settings, intent)
+        | dict(extra_annotations)
+        | APPLY_ANNOTATIONS,
     }
 
 
-def deployment(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
+def deployment(settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest) -> Manifest:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata(settings, intent),
+        "metadata": meta,
         "spec": {
             "replicas": 1,
             "strategy": {"type": "Recreate"},
@@ -139,11 +145,11 @@ def deployment(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
     }
 
 
-def service(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
+def service(settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(settings, intent),
+        "metadata": meta,
         "spec": {
             "type": "ClusterIP",
             "selector": naming.selector(intent.external_key),
@@ -159,35 +165,16 @@ def service(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
     }
 
 
-def inference_service(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
+def inference_service(
+    settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest
+) -> Manifest:
     predictor = {"minReplicas": 1, "maxReplicas": 1} | pod_fields(settings, intent)
     return {
         "apiVersion": KSERVE_API_VERSION,
         "kind": "InferenceService",
-        "metadata": metadata(settings, intent),
+        "metadata": meta,
         "spec": {"predictor": predictor},
     }
-
-
-def replica_objects(settings: KubernetesSettings, intent: ReplicaIntent) -> list[Manifest]:
-    if settings.workload_api == "kserve":
-        return [inference_service(settings, intent)]
-    return [deployment(settings, intent), service(settings, intent)]
-
-
-def endpoint(settings: KubernetesSettings, intent: ReplicaIntent) -> str:
-    name = naming.object_name(intent.external_key)
-    if settings.workload_api == "kserve":
-        # KServe Standard mode fronts the predictor with its own Service on port 80.
-        return f"http://{name}-predictor.{settings.namespace}.svc:80"
-    return f"http://{name}.{settings.namespace}.svc:{intent.effective_port}"
-
-
-def stack_objects(config: StackConfig) -> list[Manifest]:
-    objects = [
-        obj for intent in config.replicas for obj in replica_objects(config.kubernetes, intent)
-    ]
-    return sorted(objects, key=lambda obj: (obj["metadata"]["name"], obj["kind"]))
 
 
 # libyaml's emitter gives the same text about ten times faster when PyYAML was built with it.

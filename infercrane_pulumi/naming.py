@@ -26,7 +26,6 @@ LABEL_KEY_HASH = "infercrane.dev/external-key-hash"
 ANNOTATION_EXTERNAL_KEY = "infercrane.dev/external-key"
 ANNOTATION_CONTRACT = "infercrane.dev/provider-contract"
 ANNOTATION_INTENT_HASH = "infercrane.dev/intent-hash"
-ANNOTATION_KSERVE_MODE = "serving.kserve.io/deploymentMode"
 
 RUNTIME_NAME = "infercrane-runtime"
 MANAGED_BY = "infercrane"
@@ -69,14 +68,11 @@ def intent_hash(settings: KubernetesSettings, intent: ReplicaIntent) -> str:
 
 
 def object_annotations(settings: KubernetesSettings, intent: ReplicaIntent) -> dict[str, str]:
-    result = {
+    return {
         ANNOTATION_EXTERNAL_KEY: intent.external_key,
         ANNOTATION_CONTRACT: PROVIDER_CONTRACT,
         ANNOTATION_INTENT_HASH: intent_hash(settings, intent),
     }
-    if settings.workload_api == "kserve":
-        result[ANNOTATION_KSERVE_MODE] = "Standard"
-    return result
 
 
 def owner_key(metadata: Mapping[str, Any], namespace: str) -> str | None:

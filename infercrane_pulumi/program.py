@@ -2,7 +2,9 @@
 
 It reads and validates the whole stack configuration first, then runs the ownership preflight,
 and only then registers the provider and the components, so an invalid configuration or a
-foreign object means zero registered resources and zero writes.
+foreign object means zero registered resources and zero writes. A refusal is reported twice:
+as data on the refusal channel (for the Automation API) and as the run's error text (for
+people running ``pulumi up``).
 """
 
 from __future__ import annotations
@@ -11,22 +13,24 @@ from collections.abc import Callable
 
 import pulumi
 
+from infercrane_pulumi import refusals
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
 from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import CONFIG_NAMESPACE, StackConfig, parse_stack_config
 
 Preflight = Callable[[StackConfig], None]
-REFUSAL_HEADLINE = "InferCrane refused to continue:"
 
 
 def config_from_pulumi() -> StackConfig:
     config = pulumi.Config(CONFIG_NAMESPACE)
+    # get_object also decrypts secret values (a kubeconfig set with --secret --path).
     return parse_stack_config(config.get_object("kubernetes"), config.get_object("replicas"))
 
 
 def describe(error: InferCraneError) -> str:
-    problems = getattr(error, "problems", None) or (str(error),)
-    return f"[{error.code}] " + "\n  - ".join([REFUSAL_HEADLINE, *problems])
+    return f"[{error.code}] InferCrane refused to continue:" + "".join(
+        f"\n  - {problem}" for problem in error.problems
+    )
 
 
 def build_program(preflight: Preflight) -> Callable[[], None]:
@@ -35,6 +39,7 @@ def build_program(preflight: Preflight) -> Callable[[], None]:
             config = config_from_pulumi()
             preflight(config)
         except InferCraneError as error:
+            refusals.report(error)
             raise pulumi.RunError(describe(error)) from error
         provider = stack_provider(config.kubernetes)
         replicas = {

@@ -12,7 +12,8 @@ from kubernetes import client
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import Bootstrapped, bootstrap_namespace
-from infercrane_pulumi import automation, kube
+from infercrane_pulumi import automation
+from infercrane_pulumi.cluster.client import Cluster, RestTransport
 from tests.conformance.harness import ROOT, Harness, require_toolchain, show
 
 
@@ -82,7 +83,7 @@ def _harness(
         env=pulumi_env,
         namespace=namespace,
         workdir=tmp_path,
-        admin=kube.Cluster(kube.RestTransport(admin_client), context="admin"),
+        admin=Cluster(RestTransport(admin_client), context="admin"),
     )
 
 

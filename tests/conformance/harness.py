@@ -23,7 +23,9 @@ import yaml
 from pulumi import automation as auto
 
 from infercrane_dev.localcluster import BinaryNotFoundError, LocalControlPlane, find_binary
-from infercrane_pulumi import automation, kube, naming
+from infercrane_pulumi import automation, kinds, naming
+from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.kinds import Kind
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/vllm/vllm-openai@sha256:" + "5e" * 32
@@ -82,7 +84,7 @@ class Harness:
     env: automation.PulumiEnvironment
     namespace: str
     workdir: Path
-    admin: kube.Cluster
+    admin: Cluster
     stack_name: str = field(default_factory=lambda: f"t{uuid.uuid4().hex[:10]}")
     log: list[str] = field(default_factory=list)
 
@@ -119,17 +121,17 @@ class Harness:
         self.log.append(line)
 
     def preview(self) -> auto.PreviewResult:
-        return automation.preview(self.stack(), on_output=self._printer)
+        return automation.preview(self.stack(), self.env, on_output=self._printer)
 
     def up(self, env: automation.PulumiEnvironment | None = None) -> auto.UpResult:
-        return automation.up(self.stack(env), on_output=self._printer)
+        return automation.up(self.stack(env), env or self.env, on_output=self._printer)
 
     def destroy(self) -> auto.DestroyResult:
-        return automation.destroy(self.stack(), on_output=self._printer)
+        return automation.destroy(self.stack(), self.env, on_output=self._printer)
 
     # -- reading back, as admin -----------------------------------------------------------
 
-    def get(self, kind: kube.Kind, key_or_name: str) -> dict[str, Any] | None:
+    def get(self, kind: Kind, key_or_name: str) -> dict[str, Any] | None:
         name = (
             key_or_name
             if key_or_name.startswith("infercrane-") or "/" in key_or_name
@@ -137,21 +139,21 @@ class Harness:
         )
         return self.admin.get(kind, self.namespace, name)
 
-    def owned(self, kind: kube.Kind) -> list[dict[str, Any]]:
-        return self.admin.list(kind, self.namespace, naming.OWNED_SELECTOR)
+    def owned(self, kind: Kind) -> list[dict[str, Any]]:
+        return self.admin.select(kind, self.namespace, naming.OWNED_SELECTOR)
 
     def resource_versions(self) -> dict[str, str]:
         return {
             f"{kind.kind}/{item['metadata']['name']}": item["metadata"]["resourceVersion"]
-            for kind in (kube.DEPLOYMENT, kube.SERVICE)
-            for item in self.admin.list(kind, self.namespace, "")
+            for kind in (kinds.DEPLOYMENT, kinds.SERVICE)
+            for item in self.admin.select(kind, self.namespace, "")
         }
 
     def settled(self, key: str) -> dict[str, Any]:
         """Wait until the Deployment controller has written its status for our Deployment."""
 
         def observed() -> dict[str, Any] | None:
-            live = self.get(kube.DEPLOYMENT, key)
+            live = self.get(kinds.DEPLOYMENT, key)
             status = (live or {}).get("status") or {}
             conditions = {c["type"] for c in status.get("conditions", [])}
             generation = (live or {}).get("metadata", {}).get("generation")

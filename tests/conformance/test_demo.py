@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from infercrane_pulumi.cluster.doctor import OWNED_VERBS
+from infercrane_pulumi.workloads import WORKLOAD_APIS
 from tests.conformance.harness import ROOT, require_toolchain
 
 pytestmark = pytest.mark.conformance
@@ -27,7 +29,8 @@ def test_demo_applies_under_our_field_manager_and_leaves_nothing() -> None:
     )
     out = completed.stdout
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
-    assert "doctor as the provider identity: 14/14 checks ok" in out
+    checks = 2 + sum(len(OWNED_VERBS) + 1 for _ in WORKLOAD_APIS["deployment"].kinds)
+    assert f"doctor as the provider identity: {checks}/{checks} checks ok" in out
     assert "pulumi up: succeeded" in out
     owned = [line.strip() for line in out.splitlines() if "managers:" in line]
     assert [line.split("/")[0] for line in owned] == ["Deployment", "Service"] * 2

@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from infercrane_dev.localcluster import LocalControlPlane
-from infercrane_pulumi import kube
+from infercrane_pulumi import kinds
 from infercrane_pulumi.errors import RejectedError
 from tests.conformance.harness import ROOT, Harness, managers, replica, wait_for
 
@@ -30,7 +30,7 @@ def _remove_crd(admin_client: client.ApiClient) -> None:
         try:
             api.read_custom_resource_definition(CRD_NAME)
         except ApiException as error:
-            return error.status == 404
+            return bool(error.status == 404)
         return False
 
     wait_for(gone, timeout=60, what="CRD removal")
@@ -50,16 +50,16 @@ def test_kserve_mode_creates_one_standard_inference_service(
     kserve_harness.preview()
     result = kserve_harness.up()
     assert result.summary.result == "succeeded"
-    owned = kserve_harness.owned(kube.INFERENCE_SERVICE)
+    owned = kserve_harness.owned(kinds.INFERENCE_SERVICE)
     assert len(owned) == 1
     [isvc] = owned
     assert isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Standard"
     assert isvc["spec"]["predictor"]["minReplicas"] == 1
     assert isvc["spec"]["predictor"]["maxReplicas"] == 1
     assert ("infercrane-provider-v1", "Apply") in managers(isvc)
-    assert kserve_harness.owned(kube.DEPLOYMENT) == []
+    assert kserve_harness.owned(kinds.DEPLOYMENT) == []
     kserve_harness.destroy()
-    assert kserve_harness.owned(kube.INFERENCE_SERVICE) == []
+    assert kserve_harness.owned(kinds.INFERENCE_SERVICE) == []
 
 
 def test_kserve_mode_without_the_crd_fails_clearly_before_any_write(

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from infercrane_pulumi import kube, manifests, naming
+from infercrane_pulumi import kinds, naming, workloads
+from infercrane_pulumi.cluster.client import RestTransport
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.intents import load_stack_file
 from tests.conformance.harness import Harness, replica
@@ -29,7 +30,7 @@ def _patch(
     content_type: str,
     query: list[tuple[str, str]],
 ) -> None:
-    transport = kube.RestTransport(admin_client)
+    transport = RestTransport(admin_client)
     response = transport.request("PATCH", path, query=query, body=body, content_type=content_type)
     assert response.status == 200, response.body
 
@@ -45,7 +46,7 @@ def force_apply_replicas(admin_client: client.ApiClient, harness: Harness, manag
     }
     _patch(
         admin_client,
-        kube.DEPLOYMENT.path(harness.namespace, name),
+        kinds.DEPLOYMENT.path(harness.namespace, name),
         body,
         "application/apply-patch+yaml",
         [("fieldManager", manager), ("force", "true")],
@@ -57,7 +58,7 @@ def update_replicas(admin_client: client.ApiClient, harness: Harness, manager: s
     name = naming.object_name("conflict-r0")
     _patch(
         admin_client,
-        kube.DEPLOYMENT.path(harness.namespace, name),
+        kinds.DEPLOYMENT.path(harness.namespace, name),
         {"spec": {"replicas": 2}},
         "application/merge-patch+json",
         [("fieldManager", manager)],
@@ -90,7 +91,7 @@ def test_a_foreign_owner_of_our_field_fails_the_run_and_keeps_its_value(
     message = str(refused.value)
     assert ".spec.replicas" in message
     assert repr(manager) in message or f'"{manager}"' in message
-    live = harness.get(kube.DEPLOYMENT, "conflict-r0")
+    live = harness.get(kinds.DEPLOYMENT, "conflict-r0")
     assert live is not None and live["spec"]["replicas"] == 2
 
 
@@ -117,10 +118,12 @@ def test_a_foreign_object_at_our_name_is_refused_before_any_write(
     harness: Harness, admin_client: client.ApiClient, mutate: Callable[[dict[str, Any]], None]
 ) -> None:
     harness.configure([replica("squatted-r0")])
-    deployment, _ = manifests.stack_objects(load_stack_file(harness.stack_file))
+    deployment, _ = workloads.stack_objects(load_stack_file(harness.stack_file))
     foreign = _foreign(deployment, mutate)
-    transport = kube.RestTransport(admin_client)
-    created = transport.request("POST", kube.DEPLOYMENT.collection(harness.namespace), body=foreign)
+    transport = RestTransport(admin_client)
+    created = transport.request(
+        "POST", kinds.DEPLOYMENT.collection(harness.namespace), body=foreign
+    )
     assert created.status == 201, created.body
     before = json.dumps(harness.settled("squatted-r0"), sort_keys=True)
 
@@ -128,5 +131,5 @@ def test_a_foreign_object_at_our_name_is_refused_before_any_write(
         with pytest.raises(OwnershipError) as refused:
             operation()
         assert "exists but is not exactly ours" in str(refused.value)
-    assert json.dumps(harness.get(kube.DEPLOYMENT, "squatted-r0"), sort_keys=True) == before
-    assert harness.get(kube.SERVICE, "squatted-r0") is None
+    assert json.dumps(harness.get(kinds.DEPLOYMENT, "squatted-r0"), sort_keys=True) == before
+    assert harness.get(kinds.SERVICE, "squatted-r0") is None

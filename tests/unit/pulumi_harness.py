@@ -45,8 +45,10 @@ class _Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         return f"{args.name}-id", args.inputs
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return {}
+    def call(
+        self, args: pulumi.runtime.MockCallArgs
+    ) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
 
 
 class _RecordingMonitor(MockMonitor):
@@ -55,7 +57,7 @@ class _RecordingMonitor(MockMonitor):
         self._run = run
 
     def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         if request.type != "pulumi:pulumi:Stack":
             self._run.registrations.append(
                 Registration(
@@ -100,7 +102,7 @@ def run_program(
     )
     program = build_program(preflight or (lambda config: None))
 
-    @pulumi.runtime.test
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def body() -> None:
         program()
 

@@ -35,3 +35,19 @@ def workload(**overrides: Any) -> dict[str, Any]:
         "readinessPath": "/ready",
         "shutdownGraceSeconds": 45,
     } | overrides
+
+
+# Kubeconfig *contents* (not a path): multi-line YAML whose key must stay secret.
+KUBECONFIG_CONTENTS = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:6443"}
+users:
+- name: u
+  user: {client-key-data: c2VjcmV0LWtleQ==}
+contexts:
+- name: kind-infercrane
+  context: {cluster: c, user: u}
+"""

@@ -1,4 +1,5 @@
-"""The Automation API wrapper's pure parts: environment, error classification, stale locks."""
+"""The Automation API wrapper's own decisions: refusals as data, typed Pulumi failures, locks,
+recovery, and no secret in any repr."""
 
 from __future__ import annotations
 
@@ -6,53 +7,106 @@ import json
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pulumi import automation as auto
+from pulumi.automation._cmd import CommandResult
 
-from infercrane_pulumi import automation
+from infercrane_pulumi import automation, errors, refusals
+from infercrane_pulumi.automation.locks import stack_locks
+from infercrane_pulumi.automation.stacks import pulumi_errors
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
     ConfigError,
+    InferCraneError,
     OwnershipError,
     RejectedError,
+    RunFailedError,
+    StackBusyError,
 )
 
-
-def engine_output(code: str, *problems: str) -> str:
-    listing = "".join(f"\n      - {p}" for p in problems)
-    refusal = f"[{code}] InferCrane refused to continue:{listing}"
-    return (
-        "Updating (t1):\n"
-        " -  kubernetes:apps/v1:Deployment infercrane-x-deployment deleting (0s)\n"
-        "Diagnostics:\n  pulumi:pulumi:Stack (infercrane-t1):\n"
-        f"    error: {refusal}\n    error: an unhandled error occurred: {refusal}\n"
-    )
+DEAD_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process can have it
 
 
 @pytest.mark.parametrize(
-    ("code", "expected"),
+    "error",
     [
-        ("invalid-config", ConfigError),
-        ("ownership-conflict", OwnershipError),
-        ("rejected", RejectedError),
-        ("cluster-unavailable", ClusterUnavailableError),
+        ConfigError(["infercrane:replicas[0].port: must be at least 1"]),
+        OwnershipError(["Deployment/ns/a: one", "Service/ns/a: two"]),
+        RejectedError("Deployment/ns/a: dry-run apply: exceeded quota"),
+        ClusterUnavailableError("cannot reach the API server (MaxRetryError)"),
+        StackBusyError("stack t1: another operation holds its lock"),
     ],
+    ids=lambda error: error.code,
 )
-def test_a_refusal_becomes_its_typed_error_with_each_problem_once(
-    code: str, expected: type[Exception]
+def test_a_refusal_crosses_the_channel_as_its_own_type_with_every_problem(
+    error: InferCraneError, tmp_path: Path
 ) -> None:
-    error = automation.classify(engine_output(code, "Deployment/ns/a: one", "Service/ns/a: two"))
-    assert type(error) is expected
-    assert str(error) in {
-        "Deployment/ns/a: one; Service/ns/a: two",
-        "Deployment/ns/a: one\nService/ns/a: two",
-    }
+    path = tmp_path / "refusal.json"
+    refusals.report(error, {refusals.REFUSAL_FILE_ENV: str(path)})
+    decoded = refusals.take(path)
+    assert type(decoded) is type(error)
+    assert decoded is not None
+    assert (decoded.problems, decoded.retryable) == (error.problems, error.retryable)
+    assert not path.exists()  # consumed: a later run never sees a stale refusal
 
 
-def test_an_engine_failure_without_a_refusal_keeps_the_error_lines() -> None:
-    error = automation.classify("Updating:\n    error: update failed\n")
-    assert isinstance(error, automation.RunFailedError)
-    assert str(error) == "error: update failed"
+def test_without_a_channel_the_program_writes_nothing(tmp_path: Path) -> None:
+    refusals.report(OwnershipError(["x"]), {})
+    assert list(tmp_path.iterdir()) == []
+    assert refusals.take(tmp_path / "refusal.json") is None
+
+
+def test_an_unknown_code_decodes_as_a_failed_run() -> None:
+    decoded = errors.from_record({"code": "from-the-future", "problems": ["p"]})
+    assert type(decoded) is RunFailedError
+    assert decoded.problems == ("p",)
+
+
+def test_every_error_code_is_registered_once() -> None:
+    classes = list(errors.ERRORS.values())
+    assert len({cls.code for cls in classes}) == len(classes)
+    assert {cls for cls in classes if cls.retryable} == {ClusterUnavailableError, StackBusyError}
+
+
+def _command_error(cls: type[auto.errors.CommandError], stderr: str) -> Exception:
+    return cls(CommandResult(stdout="", stderr=stderr, code=255))
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [
+        (
+            _command_error(
+                auto.errors.ConcurrentUpdateError, "error: the stack is currently locked by 1 lock"
+            ),
+            StackBusyError,
+        ),
+        (_command_error(auto.errors.StackNotFoundError, "no stack named 'x' found"), ConfigError),
+        (_command_error(auto.errors.CommandError, "error: boom"), RunFailedError),
+        (auto.errors.InvalidVersionError("Pulumi CLI too old"), ConfigError),
+        (FileNotFoundError("pulumi"), ConfigError),
+    ],
+    ids=["concurrent", "not-found", "command", "version", "no-cli"],
+)
+def test_every_pulumi_exception_becomes_a_typed_error(
+    raised: Exception, expected: type[InferCraneError]
+) -> None:
+    def fail() -> None:
+        with pulumi_errors("t1"):
+            raise raised
+
+    with pytest.raises(expected) as caught:
+        fail()
+    assert caught.value.__cause__ is raised
+
+
+def test_the_environment_repr_hides_the_passphrase(tmp_path: Path) -> None:
+    env = automation.PulumiEnvironment(
+        state_dir=tmp_path, pulumi_home=tmp_path, passphrase="hunter2-passphrase"
+    )
+    assert "hunter2-passphrase" not in repr(env)
 
 
 def test_environment_is_explicit_and_pins_plugins(tmp_path: Path) -> None:
@@ -73,8 +127,23 @@ def test_environment_is_explicit_and_pins_plugins(tmp_path: Path) -> None:
     assert variables["KUBECONFIG"] == str(tmp_path / "kubeconfig")
 
 
-def write_lock(env: automation.PulumiEnvironment, name: str, pid: int, host: str) -> Path:
-    lock_dir = env.state_dir / ".pulumi" / "locks" / "organization" / "infercrane" / "t1"
+def test_any_diy_backend_url_passes_through_and_then_no_local_lock_is_read(
+    tmp_path: Path,
+) -> None:
+    env = automation.PulumiEnvironment(
+        state_dir=tmp_path,
+        pulumi_home=tmp_path,
+        passphrase="p",
+        backend_url="s3://infercrane-state?region=eu-west-1",
+    )
+    assert env.variables()["PULUMI_BACKEND_URL"] == "s3://infercrane-state?region=eu-west-1"
+    assert env.local_state is None
+    write_lock(tmp_path, "alive", os.getpid(), socket.gethostname())
+    assert stack_locks(env.local_state, "t1") == []
+
+
+def write_lock(state_dir: Path, name: str, pid: int, host: str) -> Path:
+    lock_dir = state_dir / ".pulumi" / "locks" / "organization" / "infercrane" / "t1"
     lock_dir.mkdir(parents=True, exist_ok=True)
     path = lock_dir / f"{name}.json"
     path.write_text(json.dumps({"pid": pid, "hostname": host, "username": "root"}))
@@ -82,10 +151,54 @@ def write_lock(env: automation.PulumiEnvironment, name: str, pid: int, host: str
 
 
 def test_only_locks_of_dead_processes_on_this_host_are_stale(tmp_path: Path) -> None:
+    dead = write_lock(tmp_path, "dead", DEAD_PID, socket.gethostname())
+    alive = write_lock(tmp_path, "alive", os.getpid(), socket.gethostname())
+    remote = write_lock(tmp_path, "remote", DEAD_PID, "another-machine")
+    locks = {lock.path: lock.stale for lock in stack_locks(tmp_path, "t1")}
+    assert locks == {dead: True, alive: False, remote: False}
+    assert stack_locks(tmp_path, "other-stack") == []
+
+
+class _RecordingStack:
+    """The parts of ``auto.Stack`` recovery touches, recording what it was asked to do."""
+
+    name = "t1"
+
+    def __init__(self, pending: list[Any]) -> None:
+        self.calls: list[str] = []
+        self.deployment = {"resources": [], "pending_operations": pending}
+
+    def cancel(self) -> None:
+        self.calls.append("cancel")
+
+    def export_stack(self) -> auto.Deployment:
+        self.calls.append("export")
+        return auto.Deployment(version=3, deployment=dict(self.deployment))
+
+    def import_stack(self, state: auto.Deployment) -> None:
+        self.calls.append("import")
+        self.deployment = dict(state.deployment or {})
+
+
+@pytest.mark.parametrize(
+    ("locks", "expected_calls"),
+    [
+        ([], []),
+        ([("alive", os.getpid(), "here")], []),
+        ([("dead", DEAD_PID, "here"), ("alive", os.getpid(), "here")], []),
+        ([("remote", DEAD_PID, "another-machine")], []),
+        ([("dead", DEAD_PID, "here")], ["cancel", "export", "import"]),
+    ],
+    ids=["no-lock", "live-lock", "dead-and-live", "remote-lock", "stale-lock"],
+)
+def test_recovery_clears_interrupted_operations_only_after_a_stale_lock(
+    tmp_path: Path, locks: list[tuple[str, int, str]], expected_calls: list[str]
+) -> None:
+    for name, pid, host in locks:
+        write_lock(tmp_path, name, pid, socket.gethostname() if host == "here" else host)
     env = automation.PulumiEnvironment(state_dir=tmp_path, pulumi_home=tmp_path, passphrase="p")
-    dead_pid = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process can have it
-    dead = write_lock(env, "dead", dead_pid, socket.gethostname())
-    write_lock(env, "alive", os.getpid(), socket.gethostname())
-    write_lock(env, "remote", dead_pid, "another-machine")
-    assert automation.stale_locks(env, "t1") == [dead]
-    assert automation.stale_locks(env, "other-stack") == []
+    stack = _RecordingStack(pending=[{"type": "creating"}])
+    automation.recover(stack, env)  # type: ignore[arg-type]
+    assert stack.calls == expected_calls
+    cleared = expected_calls != []
+    assert stack.deployment["pending_operations"] == ([] if cleared else [{"type": "creating"}])

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane_pulumi import cli, manifests
+from infercrane_pulumi import cli, workloads
 from infercrane_pulumi.intents import load_stack_file
 from tests.unit import samples
 
@@ -40,7 +40,7 @@ def test_render_prints_the_exact_objects_without_a_cluster() -> None:
 
     code, out, err = run(["render", "--config", str(DEMO)], connect=no_cluster)
     assert (code, err) == (0, "")
-    assert list(yaml.safe_load_all(out)) == manifests.stack_objects(load_stack_file(DEMO))
+    assert list(yaml.safe_load_all(out)) == workloads.stack_objects(load_stack_file(DEMO))
     assert [d["kind"] for d in yaml.safe_load_all(out)] == ["Deployment", "Service"] * 2
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import manifests
+from infercrane_pulumi import workloads
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.intents import parse_stack_config
 from tests.unit import samples
@@ -40,7 +40,7 @@ def test_each_intent_is_one_component_owning_exactly_its_objects(
     run = run_program(kubernetes, three_replicas())
     assert run.error is None
 
-    expected = manifests.stack_objects(parse_stack_config(kubernetes, three_replicas()))
+    expected = workloads.stack_objects(parse_stack_config(kubernetes, three_replicas()))
     components = run.of_type(REPLICA_TYPE)
     assert sorted(c.name for c in components) == sorted({o["metadata"]["name"] for o in expected})
     assert all(c.parent == STACK_URN for c in components)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+import yaml
 
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import parse_stack_config
@@ -264,6 +266,30 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], list[Any], str]] = [
         f"{K}.tolerations[0].effect: Input should be",
     ),
     (
+        "kubeconfig contents not a mapping",
+        samples.kubernetes(kubeconfig="- just\n- a list\n"),
+        [samples.replica()],
+        f"{K}.kubeconfig: contents must be a kubeconfig document (a YAML or JSON mapping)",
+    ),
+    (
+        "context absent from kubeconfig contents",
+        samples.kubernetes(kubeconfig=samples.KUBECONFIG_CONTENTS, context="elsewhere"),
+        [samples.replica()],
+        f"{K}.context: context 'elsewhere' is not in the kubeconfig contents",
+    ),
+    (
+        "key with surrounding whitespace",
+        samples.kubernetes(),
+        [samples.replica(externalKey=" dep-7-r0")],
+        f"{R}[0].externalKey: must not start or end with whitespace",
+    ),
+    (
+        "keys differing only in case or whitespace",
+        samples.kubernetes(),
+        [samples.replica(externalKey="Dep 7"), samples.replica(externalKey="dep  7")],
+        f"{R}: externalKeys 'Dep 7', 'dep  7' differ only in case or whitespace",
+    ),
+    (
         "replicas not a list",
         samples.kubernetes(),
         {"dep-7-r0": samples.replica()},  # type: ignore[list-item]
@@ -341,3 +367,18 @@ def test_image_with_tag_and_digest_is_pinned() -> None:
 
 def test_zero_intents_is_a_valid_empty_stack() -> None:
     assert parse_stack_config(samples.kubernetes(), None).replicas == ()
+
+
+def test_kubeconfig_contents_are_accepted_and_never_shown_in_a_repr() -> None:
+    config = parse_stack_config(
+        samples.kubernetes(kubeconfig=samples.KUBECONFIG_CONTENTS), [samples.replica()]
+    )
+    assert config.kubernetes.kubeconfig == samples.KUBECONFIG_CONTENTS
+    assert "client-key-data" not in repr(config)
+    assert "kubeconfig" not in repr(config.kubernetes)
+
+
+def test_json_kubeconfig_contents_on_one_line_are_accepted() -> None:
+    contents = json.dumps(yaml.safe_load(samples.KUBECONFIG_CONTENTS))
+    config = parse_stack_config(samples.kubernetes(kubeconfig=contents), [samples.replica()])
+    assert config.kubernetes.kubeconfig == contents

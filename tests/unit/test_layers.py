@@ -1,19 +1,74 @@
-"""The architecture, enforced: pure modules stay pure, and each outside world has one door."""
+"""The architecture, enforced on every module: data flows one way and each outside world has
+one door. Layers are ranked; a module may import only product modules of a lower rank.
+"""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "infercrane_pulumi"
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = "infercrane_pulumi"
+DEV = "infercrane_dev"
+
+# Lower ranks know nothing of higher ones. Every product module must be listed.
+RANKS = {
+    "errors": 0,
+    "kinds": 1,
+    "intents": 1,
+    "refusals": 1,
+    "naming": 2,
+    "manifests": 3,
+    "readiness": 3,
+    "workloads": 4,
+    "cluster": 5,
+    "cluster.client": 5,
+    "cluster.preflight": 6,
+    "cluster.doctor": 7,
+    "cluster.observe": 7,
+    "components": 8,
+    "program": 9,
+    "automation.environment": 10,
+    "automation.locks": 10,
+    "automation.recovery": 11,
+    "automation.stacks": 12,
+    "automation": 13,
+    "cli": 20,
+    "__main__": 21,
+}
+# The only modules that may open the door to each outside world (product modules only).
+DOORS = {
+    "kubernetes": {"cluster.client"},
+    "pulumi.automation": {
+        "automation",
+        "automation.environment",
+        "automation.locks",
+        "automation.recovery",
+        "automation.stacks",
+    },
+}
+PULUMI_USERS = {"components", "program"} | DOORS["pulumi.automation"]
 
 
-def imports(module: str) -> set[str]:
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+def module_name(path: Path, package: str) -> str:
+    relative = path.relative_to(ROOT / package).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+def product_modules() -> dict[str, Path]:
+    return {module_name(p, PRODUCT): p for p in (ROOT / PRODUCT).rglob("*.py")}
+
+
+def imports(path: Path) -> set[str]:
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -22,35 +77,84 @@ def imports(module: str) -> set[str]:
     return found
 
 
-def modules() -> list[str]:
-    return sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+def internal(names: set[str]) -> set[str]:
+    """Product modules among ``names``, relative to the package (``cluster.client``)."""
+    known = set(RANKS) - {""}
+    return {n.removeprefix(f"{PRODUCT}.") for n in names if n.startswith(f"{PRODUCT}.")} & known
 
 
-@pytest.mark.parametrize("module", ["errors", "intents", "naming", "manifests"])
-def test_pure_modules_import_neither_pulumi_nor_a_kubernetes_client(module: str) -> None:
-    outside = {
-        m
-        for m in imports(module)
-        if m.split(".")[0] in {"pulumi", "pulumi_kubernetes", "kubernetes"}
+def test_every_product_module_has_a_layer() -> None:
+    assert set(product_modules()) - {""} == set(RANKS)
+
+
+@pytest.mark.parametrize("module", sorted(RANKS))
+def test_a_module_imports_only_lower_layers(module: str) -> None:
+    path = product_modules()[module]
+    upward = {m for m in internal(imports(path)) if RANKS[m] >= RANKS[module] and m != module}
+    # A package may re-export its own submodules.
+    upward = {m for m in upward if not m.startswith(f"{module}.")}
+    assert upward == set()
+
+
+@pytest.mark.parametrize("world", sorted(DOORS))
+def test_each_outside_world_has_one_door(world: str) -> None:
+    users = {
+        module
+        for module, path in product_modules().items()
+        if any(name == world or name.startswith(f"{world}.") for name in imports(path))
     }
-    assert outside == set()
+    assert users and users <= DOORS[world]
 
 
-def test_only_automation_imports_the_automation_api() -> None:
-    users = {m for m in modules() if any(i.startswith("pulumi.automation") for i in imports(m))}
-    assert users == {"automation"}
+def test_only_the_pulumi_layer_imports_pulumi() -> None:
+    users = {
+        module
+        for module, path in product_modules().items()
+        if any(name.split(".")[0] in {"pulumi", "pulumi_kubernetes"} for name in imports(path))
+    }
+    assert users and users <= PULUMI_USERS
 
 
-def test_only_kube_talks_to_the_kubernetes_api_in_the_product_modules() -> None:
-    clients = {m for m in modules() if any(i.split(".")[0] == "kubernetes" for i in imports(m))}
-    assert clients == {"kube"}
+def test_the_product_never_imports_dev_tooling_tests_or_benchmarks() -> None:
+    for module, path in product_modules().items():
+        outside = {n for n in imports(path) if n.split(".")[0] in {DEV, "tests", "benchmarks"}}
+        assert outside == set(), module
 
 
-def test_pure_and_cluster_layers_never_import_the_pulumi_layer() -> None:
-    for module in ("intents", "naming", "manifests", "kube"):
-        assert not {
-            "infercrane_pulumi.components",
-            "infercrane_pulumi.program",
-            "infercrane_pulumi.automation",
-            "infercrane_pulumi.cli",
-        } & imports(module)
+def test_the_wheel_ships_the_product_only_and_needs_no_dev_dependency(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        timeout=120,
+        env=os.environ | {"PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
+    [wheel] = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        requires = [
+            line.split(":", 1)[1].strip()
+            for line in archive.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist:") and "extra ==" not in line
+        ]
+    packages = {name.split("/")[0] for name in names if not name.endswith(".dist-info/RECORD")}
+    assert {p for p in packages if not p.endswith(".dist-info")} == {PRODUCT}
+    assert sorted(r.split("==")[0] for r in requires) == [
+        "PyYAML",
+        "kubernetes",
+        "pulumi",
+        "pulumi-kubernetes",
+        "pydantic",
+    ]
+    assert not [n for n in names if "localcluster" in n or "demo" in n]

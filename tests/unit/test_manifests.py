@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from infercrane_pulumi import manifests, naming
+from infercrane_pulumi import manifests, naming, workloads
 from infercrane_pulumi.intents import parse_stack_config
 from tests.unit import samples
 
@@ -99,7 +99,7 @@ SERVICE = {
 
 
 def objects(kubernetes: dict[str, Any], *replicas: dict[str, Any]) -> list[dict[str, Any]]:
-    return manifests.stack_objects(parse_stack_config(kubernetes, list(replicas)))
+    return workloads.stack_objects(parse_stack_config(kubernetes, list(replicas)))
 
 
 def test_deployment_mode_is_exactly_a_deployment_and_a_service() -> None:
@@ -225,11 +225,11 @@ def test_rendered_objects_are_sorted_and_stable() -> None:
     config = parse_stack_config(
         samples.kubernetes(), [samples.replica(externalKey=k) for k in ("b", "a", "c")]
     )
-    first = manifests.to_yaml(manifests.stack_objects(config))
+    first = manifests.to_yaml(workloads.stack_objects(config))
     documents = list(yaml.safe_load_all(first))
     keys = [(d["metadata"]["name"], d["kind"]) for d in documents]
     assert keys == sorted(keys)
-    assert manifests.to_yaml(manifests.stack_objects(config)) == first
+    assert manifests.to_yaml(workloads.stack_objects(config)) == first
 
 
 @pytest.mark.parametrize("workload", [None, samples.workload()])

@@ -1,0 +1,221 @@
+"""The API client: one HTTP door to one API server under one identity, read-only by design.
+
+The only importer of ``kubernetes`` in the product. Answers are mapped to the project's errors
+here, with messages built from the API ``Status`` only, never from raw transport output that
+could carry URLs, tokens or certificates. The transport is a protocol so the decisions above it
+run in unit tests with recorded answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import yaml
+from kubernetes import config as kubeconfig_loader
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from infercrane_pulumi import naming
+from infercrane_pulumi.errors import ClusterUnavailableError, ConfigError, RejectedError
+from infercrane_pulumi.intents import KUBERNETES_KEY, KubernetesSettings, kubeconfig_document
+from infercrane_pulumi.kinds import KINDS, Kind
+from infercrane_pulumi.manifests import Manifest
+
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+REQUEST_TIMEOUT_SECONDS = 15
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: dict[str, Any]
+
+
+class Transport(Protocol):
+    """One HTTP request to the API server; raises ClusterUnavailableError when it cannot."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Response: ...
+
+
+def subject(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace}/{name}"
+
+
+def object_subject(obj: Manifest) -> str:
+    meta = obj["metadata"]
+    return subject(obj["kind"], meta["namespace"], meta["name"])
+
+
+def status_message(response: Response) -> str:
+    message = str(response.body.get("message") or response.body.get("reason") or "")
+    return message[:300] or f"HTTP {response.status}"
+
+
+def raise_for_status(response: Response, what: str) -> None:
+    """Map a non-2xx answer to the project's errors (5xx and 429 are retryable)."""
+    if response.status < 300:
+        return
+    if response.status >= 500 or response.status == 429:
+        raise ClusterUnavailableError(f"{what}: API server answered {response.status}, try again")
+    raise RejectedError(f"{what}: {status_message(response)}")
+
+
+@dataclass
+class Cluster:
+    """Reads and dry-runs against one API server, under one identity."""
+
+    transport: Transport
+    context: str = ""
+
+    def get(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+        response = self.transport.request("GET", kind.path(namespace, name))
+        if response.status == 404:
+            return None
+        raise_for_status(response, subject(kind.kind, namespace, name))
+        return response.body
+
+    def select(self, kind: Kind, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """Matching objects, each with its ``kind`` set (list items come without it)."""
+        items = self.list_if_allowed(kind, namespace, selector)
+        if items is None:
+            raise RejectedError(f"list {kind.resource} in {namespace}: forbidden")
+        return items
+
+    def list_if_allowed(
+        self, kind: Kind, namespace: str, selector: str
+    ) -> list[dict[str, Any]] | None:
+        """Like ``select``, but None when this identity may not list the kind (403)."""
+        response = self.transport.request(
+            "GET", kind.collection(namespace), query=[("labelSelector", selector)]
+        )
+        if response.status == 403:
+            return None
+        raise_for_status(response, f"list {kind.resource} in {namespace}")
+        return [item | {"kind": kind.kind} for item in response.body.get("items") or []]
+
+    def dry_run_apply(self, obj: Manifest) -> Response:
+        meta = obj["metadata"]
+        return self.transport.request(
+            "PATCH",
+            KINDS[obj["kind"]].path(meta["namespace"], meta["name"]),
+            query=[("fieldManager", naming.FIELD_MANAGER), ("dryRun", "All"), ("force", "false")],
+            body=obj,
+            content_type=APPLY_CONTENT_TYPE,
+        )
+
+    def served(self, kind: Kind) -> bool:
+        response = self.transport.request("GET", f"/apis/{kind.group_version}")
+        if response.status == 404:
+            return False
+        raise_for_status(response, f"discovery of {kind.group_version}")
+        return any(item.get("name") == kind.plural for item in response.body.get("resources", []))
+
+    def version(self) -> str:
+        response = self.transport.request("GET", "/version")
+        raise_for_status(response, "API server version")
+        return str(response.body.get("gitVersion", "unknown"))
+
+    def can(self, namespace: str, verb: str, kind: Kind) -> tuple[bool, str]:
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "namespace": namespace,
+                    "verb": verb,
+                    "group": kind.group,
+                    "resource": kind.plural,
+                }
+            },
+        }
+        response = self.transport.request(
+            "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=review
+        )
+        raise_for_status(response, f"access review {verb} {kind.plural}")
+        status = response.body.get("status") or {}
+        return bool(status.get("allowed")), str(status.get("reason", ""))
+
+
+class RestTransport:
+    """``Transport`` over the official client's REST layer, with kubeconfig auth and TLS."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._api = api_client
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Response:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            method, url, headers, payload, _ = self._api.param_serialize(
+                method,
+                path,
+                query_params=list(query),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            answer = self._api.call_api(
+                method,
+                url,
+                header_params=headers,
+                body=payload,
+                _request_timeout=REQUEST_TIMEOUT_SECONDS,
+            )
+            status, raw = answer.status, answer.read()
+        except ApiException as error:
+            status, raw = int(error.status or 0), error.body or b""
+        except Exception as error:  # urllib3/ssl/socket errors: their text may carry URLs
+            raise ClusterUnavailableError(
+                f"cannot reach the API server ({type(error).__name__}); check the context "
+                "and that the cluster is up"
+            ) from error
+        return Response(status=status, body=_json_object(raw))
+
+
+def _json_object(raw: bytes | str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or b"{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def connect(settings: KubernetesSettings) -> Cluster:
+    """A client for exactly the configured context; never the kubeconfig's current context."""
+    source = settings.kubeconfig
+    contents = kubeconfig_document(source or "")
+    try:
+        if contents is not None:
+            api_client = kubeconfig_loader.new_client_from_config_dict(  # type: ignore[no-untyped-call]
+                dict(contents), context=settings.context
+            )
+        else:
+            # The client reads KUBECONFIG once at import; read it now, as kubectl would.
+            api_client = kubeconfig_loader.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=source or os.environ.get("KUBECONFIG"), context=settings.context
+            )
+    except (ConfigException, OSError, yaml.YAMLError, TypeError, ValueError) as error:
+        raise ConfigError(
+            f"{KUBERNETES_KEY}.context: cannot load context {settings.context!r} "
+            f"from the kubeconfig ({type(error).__name__})"
+        ) from error
+    return Cluster(RestTransport(api_client), context=settings.context)

@@ -1,0 +1,60 @@
+"""``doctor``: can this identity run the stack here? Read-only checks, one row each.
+
+Config, API reachability, every non-builtin API the workload needs (the KServe CRD), a
+SelfSubjectAccessReview per verb and owned resource, and a list probe. Creates nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.preflight import api_missing
+from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.intents import KubernetesSettings
+
+# What the shipped Role grants on each owned resource, and all the provider ever needs.
+OWNED_VERBS = ("get", "list", "create", "patch", "delete")
+
+
+@dataclass(frozen=True)
+class DoctorRow:
+    status: str  # ok | fail
+    name: str
+    message: str
+
+
+def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
+    rows = [DoctorRow("ok", "config", f"valid; context {settings.context}")]
+    try:
+        rows.append(DoctorRow("ok", "api", f"reachable, {cluster.version()}"))
+    except InferCraneError as error:
+        return [*rows, DoctorRow("fail", "api", str(error))]
+    api = workloads.workload_api(settings)
+    for kind in api.kinds:
+        if kind.builtin:
+            continue
+        served = cluster.served(kind)
+        rows.append(
+            DoctorRow("ok", f"api:{kind.resource}", f"{kind.group_version} served")
+            if served
+            else DoctorRow("fail", f"api:{kind.resource}", api_missing(kind, api, cluster.context))
+        )
+    for kind in api.kinds:
+        for verb in OWNED_VERBS:
+            allowed, reason = cluster.can(settings.namespace, verb, kind)
+            rows.append(
+                DoctorRow(
+                    "ok" if allowed else "fail",
+                    f"rbac:{verb}:{kind.resource}",
+                    f"{'allowed' if allowed else 'denied'} in {settings.namespace}"
+                    + (f" ({reason})" if reason and not allowed else ""),
+                )
+            )
+        try:
+            found = cluster.select(kind, settings.namespace, naming.OWNED_SELECTOR)
+            rows.append(DoctorRow("ok", f"list:{kind.resource}", f"{len(found)} owned object(s)"))
+        except InferCraneError as error:
+            rows.append(DoctorRow("fail", f"list:{kind.resource}", str(error)))
+    return rows

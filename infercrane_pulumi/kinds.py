@@ -1,0 +1,45 @@
+"""The Kubernetes kinds this provider owns, as plain data: API group, version, REST paths and
+the Pulumi type token that carries each one. Pure: no client, no Pulumi."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    group: str
+    version: str
+    plural: str
+    # Served by every API server; a custom resource's API must be checked before use.
+    builtin: bool = True
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def resource(self) -> str:
+        """``plural.group`` as RBAC and ``kubectl`` name it (``services``, ``deployments.apps``)."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def pulumi_type(self) -> str:
+        return f"kubernetes:{self.group or 'core'}/{self.version}:{self.kind}"
+
+    def collection(self, namespace: str) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        return f"{base}/namespaces/{namespace}/{self.plural}"
+
+    def path(self, namespace: str, name: str) -> str:
+        return f"{self.collection(namespace)}/{name}"
+
+
+DEPLOYMENT = Kind("Deployment", "apps", "v1", "deployments")
+SERVICE = Kind("Service", "", "v1", "services")
+INFERENCE_SERVICE = Kind(
+    "InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices", builtin=False
+)
+POD = Kind("Pod", "", "v1", "pods")
+KINDS = {kind.kind: kind for kind in (DEPLOYMENT, SERVICE, INFERENCE_SERVICE, POD)}

@@ -1,0 +1,108 @@
+"""When a replica counts as serving: one pure rule per workload API, over live objects as read.
+
+The control plane routes traffic on ``ready``, so ``ready`` means "the *current* intent is
+serving": the controller has observed the latest generation, the object carries the desired
+intent hash, and a replica of that revision is available. Anything less is ``provisioning``
+with the most specific reason the objects (and, when readable, the Pods) give, or ``failed``
+when the workload API itself has given up. No I/O here; ``cluster.observe`` reads the objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from infercrane_pulumi import naming
+
+State = Literal["ready", "provisioning", "failed", "degraded", "absent", "orphaned"]
+Object = Mapping[str, Any]
+
+# ISVC model transition states in which KServe stopped trying (see its ModelStatus).
+_KSERVE_GAVE_UP = frozenset({"BlockedByFailedLoad", "InvalidSpec"})
+
+
+@dataclass(frozen=True)
+class Readiness:
+    state: State
+    reason: str = ""
+
+
+def conditions(obj: Object) -> dict[str, Mapping[str, Any]]:
+    """An object's status conditions by type."""
+    found = (obj.get("status") or {}).get("conditions") or []
+    return {str(c.get("type")): c for c in found if isinstance(c, Mapping)}
+
+
+def _explained(condition: Mapping[str, Any]) -> str:
+    reason, message = condition.get("reason") or "", condition.get("message") or ""
+    return f"{reason}: {message}" if reason and message else str(reason or message)
+
+
+def _not_current(obj: Object, desired_hash: str, generation_of_status: Any) -> str | None:
+    """Why the live object does not (yet) describe the desired intent, or None."""
+    meta = obj.get("metadata") or {}
+    live_hash = (meta.get("annotations") or {}).get(naming.ANNOTATION_INTENT_HASH)
+    if live_hash != desired_hash:
+        return f"{obj.get('kind')} carries another intent ({live_hash}); the change is not applied"
+    if generation_of_status != meta.get("generation"):
+        return f"generation {meta.get('generation')} not yet observed by its controller"
+    return None
+
+
+def pod_reason(pods: Sequence[Object]) -> str:
+    """The most telling reason a Pod of the replica gives for not serving ("" if none)."""
+    for pod in pods:
+        scheduled = conditions(pod).get("PodScheduled") or {}
+        if scheduled.get("status") == "False":
+            return _explained(scheduled)
+    for pod in pods:
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (container.get("state") or {}).get("waiting")
+            if waiting:
+                return _explained(waiting)
+    for pod in pods:
+        ready = conditions(pod).get("Ready") or {}
+        if ready.get("status") == "False":
+            return _explained(ready)
+    return ""
+
+
+def deployment(workload: Object, desired_hash: str, pods: Sequence[Object]) -> Readiness:
+    status = workload.get("status") or {}
+    progressing = conditions(workload).get("Progressing") or {}
+    if progressing.get("reason") == "ProgressDeadlineExceeded":
+        return Readiness("failed", _explained(progressing))
+    stale = _not_current(workload, desired_hash, status.get("observedGeneration"))
+    if stale:
+        return Readiness("provisioning", stale)
+    updated = int(status.get("updatedReplicas") or 0)
+    available = int(status.get("availableReplicas") or 0)
+    # Pods of an older revision still exist while replicas exceeds updatedReplicas.
+    if updated >= 1 and available >= 1 and int(status.get("replicas") or 0) == updated:
+        return Readiness("ready")
+    available_condition = conditions(workload).get("Available") or {}
+    return Readiness(
+        "provisioning",
+        pod_reason(pods)
+        or (available_condition.get("status") == "False" and _explained(available_condition))
+        or _explained(progressing)
+        or "waiting for the Deployment controller",
+    )
+
+
+def inference_service(workload: Object, desired_hash: str, pods: Sequence[Object]) -> Readiness:
+    status = workload.get("status") or {}
+    model = status.get("modelStatus") or {}
+    if model.get("transitionStatus") in _KSERVE_GAVE_UP:
+        failure = model.get("lastFailureInfo") or {}
+        return Readiness("failed", _explained(failure) or str(model["transitionStatus"]))
+    stale = _not_current(workload, desired_hash, status.get("observedGeneration"))
+    if stale:
+        return Readiness("provisioning", stale)
+    ready = conditions(workload).get("Ready") or {}
+    if ready.get("status") == "True":
+        return Readiness("ready")
+    return Readiness(
+        "provisioning", pod_reason(pods) or _explained(ready) or "waiting for the KServe controller"
+    )

@@ -1,0 +1,96 @@
+"""Everything that differs per workload API, in one table.
+
+One entry per value of ``infercrane:kubernetes.workloadApi``: the kinds it owns (the serving
+workload first), how an intent becomes those objects, the endpoint it serves at, the annotations
+it adds, and the readiness rule ``observe`` applies. Every other module asks this table instead
+of branching on the API's name, so a new backend is one entry plus its tests. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from infercrane_pulumi import manifests, naming, readiness
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
+from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE, Kind
+from infercrane_pulumi.manifests import Manifest
+
+Builder = Callable[[KubernetesSettings, ReplicaIntent, Manifest], Manifest]
+Endpoint = Callable[[KubernetesSettings, ReplicaIntent], str]
+ReadinessRule = Callable[[readiness.Object, str, Sequence[readiness.Object]], readiness.Readiness]
+
+
+@dataclass(frozen=True)
+class WorkloadApi:
+    name: str
+    kinds: tuple[Kind, ...]
+    builders: tuple[Builder, ...]
+    endpoint: Endpoint
+    readiness: ReadinessRule
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    # Shown when a kind's API is not served: what the operator installs first.
+    install_hint: str = ""
+
+    @property
+    def workload_kind(self) -> Kind:
+        return self.kinds[0]
+
+    def objects(self, settings: KubernetesSettings, intent: ReplicaIntent) -> list[Manifest]:
+        """The exact objects of one intent, in ``kinds`` order (a fresh metadata per object)."""
+        return [
+            build(settings, intent, manifests.metadata(settings, intent, self.annotations))
+            for build in self.builders
+        ]
+
+
+def _service_endpoint(settings: KubernetesSettings, intent: ReplicaIntent) -> str:
+    name = naming.object_name(intent.external_key)
+    return f"http://{name}.{settings.namespace}.svc:{intent.effective_port}"
+
+
+def _predictor_endpoint(settings: KubernetesSettings, intent: ReplicaIntent) -> str:
+    # KServe Standard mode fronts the predictor with its own Service on port 80.
+    name = naming.object_name(intent.external_key)
+    return f"http://{name}-predictor.{settings.namespace}.svc:80"
+
+
+WORKLOAD_APIS: Mapping[str, WorkloadApi] = {
+    "deployment": WorkloadApi(
+        name="deployment",
+        kinds=(DEPLOYMENT, SERVICE),
+        builders=(manifests.deployment, manifests.service),
+        endpoint=_service_endpoint,
+        readiness=readiness.deployment,
+    ),
+    "kserve": WorkloadApi(
+        name="kserve",
+        kinds=(INFERENCE_SERVICE,),
+        builders=(manifests.inference_service,),
+        endpoint=_predictor_endpoint,
+        readiness=readiness.inference_service,
+        annotations={"serving.kserve.io/deploymentMode": "Standard"},
+        install_hint="install KServe and its CRDs first, then apply "
+        "deploy/kubernetes/kserve/provider-rbac.yaml",
+    ),
+}
+
+
+def workload_api(settings: KubernetesSettings) -> WorkloadApi:
+    return WORKLOAD_APIS[settings.workload_api]
+
+
+def replica_objects(settings: KubernetesSettings, intent: ReplicaIntent) -> list[Manifest]:
+    return workload_api(settings).objects(settings, intent)
+
+
+def endpoint(settings: KubernetesSettings, intent: ReplicaIntent) -> str:
+    return workload_api(settings).endpoint(settings, intent)
+
+
+def stack_objects(config: StackConfig) -> list[Manifest]:
+    """Every object of the stack, sorted by name then kind (the order ``render`` prints)."""
+    objects = [
+        obj for intent in config.replicas for obj in replica_objects(config.kubernetes, intent)
+    ]
+    return sorted(objects, key=lambda obj: (obj["metadata"]["name"], obj["kind"]))

@@ -1,0 +1,58 @@
+"""``doctor``: every verb on every owned resource, read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infercrane_pulumi.cluster.client import Cluster, Response
+from infercrane_pulumi.cluster.doctor import OWNED_VERBS, doctor
+from infercrane_pulumi.kinds import DEPLOYMENT, SERVICE
+from tests.unit.fake_cluster import NS, FakeTransport, config
+
+
+def _doctor_transport(denied: set[str]) -> FakeTransport:
+    class Reviews(FakeTransport):
+        def request(self, method: str, path: str, **kwargs: Any) -> Response:
+            if path.endswith("selfsubjectaccessreviews"):
+                attrs = kwargs["body"]["spec"]["resourceAttributes"]
+                allowed = f"{attrs['verb']}:{attrs['resource']}" not in denied
+                self.requests.append((method, path, {}))
+                return Response(201, {"status": {"allowed": allowed}})
+            return super().request(method, path, **kwargs)
+
+    return Reviews(
+        {
+            ("GET", "/version"): Response(200, {"gitVersion": "v1.36.3"}),
+            ("GET", DEPLOYMENT.collection(NS)): Response(200, {"items": []}),
+            ("GET", SERVICE.collection(NS)): Response(200, {"items": []}),
+        }
+    )
+
+
+def test_doctor_checks_every_verb_on_every_owned_resource() -> None:
+    rows = doctor(Cluster(_doctor_transport(set())), config().kubernetes)
+    assert [(r.status, r.name) for r in rows] == [
+        ("ok", "config"),
+        ("ok", "api"),
+        *[("ok", f"rbac:{v}:deployments.apps") for v in OWNED_VERBS],
+        ("ok", "list:deployments.apps"),
+        *[("ok", f"rbac:{v}:services") for v in OWNED_VERBS],
+        ("ok", "list:services"),
+    ]
+
+
+def test_doctor_names_a_missing_verb() -> None:
+    rows = doctor(Cluster(_doctor_transport({"patch:services"})), config().kubernetes)
+    failed = [(r.name, r.message) for r in rows if r.status == "fail"]
+    assert failed == [("rbac:patch:services", f"denied in {NS}")]
+
+
+def test_doctor_creates_nothing() -> None:
+    transport = _doctor_transport(set())
+    doctor(Cluster(transport), config().kubernetes)
+    writes = [
+        (m, p)
+        for m, p, _ in transport.requests
+        if m != "GET" and not p.endswith("selfsubjectaccessreviews")
+    ]
+    assert writes == []

@@ -1,0 +1,152 @@
+"""The ownership preflight's decisions, driven through a recorded fake transport."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from infercrane_pulumi import workloads
+from infercrane_pulumi.cluster import preflight
+from infercrane_pulumi.cluster.client import Cluster, Response
+from infercrane_pulumi.errors import OwnershipError, RejectedError
+from infercrane_pulumi.kinds import DEPLOYMENT
+from tests.unit.fake_cluster import NS, FakeTransport, config, live_copy
+
+
+def test_preflight_on_an_empty_namespace_gets_then_dry_runs_strictly() -> None:
+    transport = FakeTransport()
+    preflight.check_before_apply(Cluster(transport), config())
+    name = "infercrane-8b51d0fee928a78116afaac0"
+    assert transport.requests == [
+        ("GET", f"/apis/apps/v1/namespaces/{NS}/deployments/{name}", {}),
+        ("GET", f"/api/v1/namespaces/{NS}/services/{name}", {}),
+        (
+            "PATCH",
+            f"/apis/apps/v1/namespaces/{NS}/deployments/{name}",
+            {"fieldManager": "infercrane-provider-v1", "dryRun": "All", "force": "false"},
+        ),
+        (
+            "PATCH",
+            f"/api/v1/namespaces/{NS}/services/{name}",
+            {"fieldManager": "infercrane-provider-v1", "dryRun": "All", "force": "false"},
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        lambda m: m["labels"].pop("app.kubernetes.io/managed-by"),
+        lambda m: m["labels"].__setitem__("app.kubernetes.io/managed-by", "helm"),
+        lambda m: m["labels"].__setitem__("infercrane.dev/external-key-hash", "0" * 24),
+        lambda m: m["annotations"].pop("infercrane.dev/external-key"),
+        lambda m: m["annotations"].__setitem__("infercrane.dev/external-key", "dep-7-r1"),
+    ],
+    ids=["no managed-by", "wrong managed-by", "wrong key hash", "no key", "other key"],
+)
+def test_a_same_named_object_that_is_not_exactly_ours_is_refused_before_any_dry_run(
+    breakage: Any,
+) -> None:
+    desired = workloads.stack_objects(config())[0]
+    foreign = live_copy(desired, [("helm", "Update")])
+    breakage(foreign["metadata"])
+    path = DEPLOYMENT.path(NS, desired["metadata"]["name"])
+    transport = FakeTransport({("GET", path): Response(200, foreign)})
+    with pytest.raises(OwnershipError) as refused:
+        preflight.check_before_apply(Cluster(transport), config())
+    assert refused.value.problems == (
+        f"Deployment/{NS}/{desired['metadata']['name']}: exists but is not exactly ours "
+        "(managed-by, key-hash label and key annotation must all match); InferCrane never "
+        "adopts, changes or deletes it",
+    )
+    assert [method for method, _, _ in transport.requests] == ["GET", "GET"]
+
+
+@pytest.mark.parametrize(
+    "manager",
+    [("kubectl", "Apply"), ("kubectl", "Update"), ("before-first-apply", "Update")],
+)
+def test_managers_pulumi_would_silently_rename_are_refused(manager: tuple[str, str]) -> None:
+    desired = workloads.stack_objects(config())[0]
+    live = live_copy(desired, [("infercrane-provider-v1", "Apply"), manager])
+    live["metadata"]["managedFields"][1]["fieldsV1"] = {
+        "f:spec": {
+            "f:replicas": {},
+            "f:template": {
+                "f:spec": {"f:containers": {'k:{"name":"runtime"}': {".": {}, "f:image": {}}}}
+            },
+        }
+    }
+    assert preflight.ownership_problems(desired, live) == [
+        f"Deployment/{NS}/{desired['metadata']['name']}: fields .spec.replicas, "
+        '.spec.template.spec.containers[{"name":"runtime"}].image managed by '
+        f"{manager[0]!r} ({manager[1]}) would be silently taken over by pulumi-kubernetes; "
+        "have that manager release them first"
+    ]
+
+
+def test_our_own_object_with_only_our_manager_is_taken_back() -> None:
+    desired = workloads.stack_objects(config())[0]
+    live = live_copy(
+        desired, [("infercrane-provider-v1", "Apply"), ("kube-controller-manager", "Update")]
+    )
+    assert preflight.ownership_problems(desired, live) == []
+
+
+def test_an_object_without_managed_fields_would_be_forced_so_it_is_refused() -> None:
+    desired = workloads.stack_objects(config())[0]
+    live = live_copy(desired, [])
+    assert preflight.ownership_problems(desired, live)[0].endswith(
+        "has no managedFields, so the provider would force its apply; refusing"
+    )
+
+
+def test_a_field_conflict_in_the_dry_run_names_field_and_manager() -> None:
+    desired = workloads.stack_objects(config())[0]
+    conflict = Response(
+        409,
+        {
+            "kind": "Status",
+            "reason": "Conflict",
+            "message": 'Apply failed with 1 conflict: conflict with "kubectl-edit": .spec.replicas',
+            "details": {
+                "causes": [
+                    {
+                        "reason": "FieldManagerConflict",
+                        "message": 'conflict with "kubectl-edit"',
+                        "field": ".spec.replicas",
+                    }
+                ]
+            },
+        },
+    )
+    path = DEPLOYMENT.path(NS, desired["metadata"]["name"])
+    transport = FakeTransport({("PATCH", path): conflict})
+    with pytest.raises(OwnershipError) as refused:
+        preflight.check_before_apply(Cluster(transport), config())
+    assert refused.value.problems == (
+        f"Deployment/{NS}/{desired['metadata']['name']}: field .spec.replicas is owned by another "
+        'manager (conflict with "kubectl-edit"); InferCrane never forces, the value stays theirs',
+    )
+
+
+def test_an_invalid_object_is_rejected_with_the_api_message_only() -> None:
+    desired = workloads.stack_objects(config())[0]
+    path = DEPLOYMENT.path(NS, desired["metadata"]["name"])
+    invalid = Response(422, {"kind": "Status", "message": "spec.template: Invalid value"})
+    with pytest.raises(
+        RejectedError, match=re.escape("dry-run apply: spec.template: Invalid value")
+    ):
+        preflight.check_before_apply(Cluster(FakeTransport({("PATCH", path): invalid})), config())
+
+
+def test_kserve_mode_without_the_crd_fails_before_any_object_request() -> None:
+    transport = FakeTransport()
+    with pytest.raises(
+        RejectedError,
+        match=re.escape("InferenceService API serving.kserve.io/v1beta1 is not served"),
+    ):
+        preflight.check_before_apply(Cluster(transport), config(workloadApi="kserve"))
+    assert transport.requests == [("GET", "/apis/serving.kserve.io/v1beta1", {})]

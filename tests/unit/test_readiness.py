@@ -1,0 +1,182 @@
+"""``ready`` means the current intent is serving; everything short of it says why not."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infercrane_pulumi import naming, readiness, workloads
+from infercrane_pulumi.readiness import Readiness
+from tests.unit.fake_cluster import config
+
+SERVING = {
+    "observedGeneration": 2,
+    "replicas": 1,
+    "updatedReplicas": 1,
+    "readyReplicas": 1,
+    "availableReplicas": 1,
+    "conditions": [
+        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+        {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+    ],
+}
+
+
+def desired_hash(**settings: Any) -> str:
+    stack = config(**settings)
+    return naming.intent_hash(stack.kubernetes, stack.replicas[0])
+
+
+def live(status: dict[str, Any], *, generation: int = 2, **settings: Any) -> dict[str, Any]:
+    """Our Deployment (or InferenceService) as the API server returns it, with ``status``."""
+    obj = copy.deepcopy(workloads.stack_objects(config(**settings))[0])
+    obj["metadata"]["generation"] = generation
+    return obj | {"status": status}
+
+
+def test_a_deployment_serving_the_current_intent_is_ready() -> None:
+    assert readiness.deployment(live(SERVING), desired_hash(), []) == Readiness("ready")
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            {"observedGeneration": 1},
+            "generation 2 not yet observed by its controller",
+        ),
+        (
+            {"updatedReplicas": 0, "replicas": 1},
+            "waiting for the Deployment controller",
+        ),
+        (
+            {"availableReplicas": 0, "readyReplicas": 0},
+            "waiting for the Deployment controller",
+        ),
+        # An old revision's Pod still runs beside the updated one.
+        ({"replicas": 2}, "waiting for the Deployment controller"),
+    ],
+    ids=["generation-not-observed", "no-updated-replica", "none-available", "old-pod-left"],
+)
+def test_a_deployment_short_of_serving_the_current_intent_is_provisioning(
+    change: dict[str, Any], reason: str
+) -> None:
+    status = SERVING | change | {"conditions": []}
+    assert readiness.deployment(live(status), desired_hash(), []) == Readiness(
+        "provisioning", reason
+    )
+
+
+def test_a_deployment_carrying_another_intent_hash_is_not_ready() -> None:
+    other = desired_hash(shmSize="16Gi")
+    verdict = readiness.deployment(live(SERVING), other, [])
+    assert verdict.state == "provisioning"
+    assert verdict.reason == (
+        f"Deployment carries another intent ({desired_hash()}); the change is not applied"
+    )
+
+
+def test_the_deployments_own_conditions_explain_provisioning_without_pods() -> None:
+    status = SERVING | {
+        "updatedReplicas": 1,
+        "availableReplicas": 0,
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "False",
+                "reason": "MinimumReplicasUnavailable",
+                "message": "Deployment does not have minimum availability.",
+            },
+            {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"},
+        ],
+    }
+    assert readiness.deployment(live(status), desired_hash(), []) == Readiness(
+        "provisioning", "MinimumReplicasUnavailable: Deployment does not have minimum availability."
+    )
+
+
+def test_a_pod_the_scheduler_cannot_place_gives_the_reason() -> None:
+    pod = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/2 nodes are available: 2 node(s) didn't match "
+                    "Pod's node affinity/selector.",
+                }
+            ]
+        }
+    }
+    status = SERVING | {"availableReplicas": 0}
+    assert readiness.deployment(live(status), desired_hash(), [pod]) == Readiness(
+        "provisioning",
+        "Unschedulable: 0/2 nodes are available: 2 node(s) didn't match Pod's node "
+        "affinity/selector.",
+    )
+
+
+def test_a_waiting_container_gives_the_reason() -> None:
+    pod = {
+        "status": {
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [
+                {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off"}}}
+            ],
+        }
+    }
+    verdict = readiness.deployment(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
+    assert verdict == Readiness("provisioning", "ImagePullBackOff: Back-off")
+
+
+def test_a_progress_deadline_exceeded_deployment_has_failed() -> None:
+    status = SERVING | {
+        "availableReplicas": 0,
+        "conditions": [
+            {
+                "type": "Progressing",
+                "status": "False",
+                "reason": "ProgressDeadlineExceeded",
+                "message": 'ReplicaSet "x" has timed out progressing.',
+            }
+        ],
+    }
+    assert readiness.deployment(live(status), desired_hash(), []) == Readiness(
+        "failed", 'ProgressDeadlineExceeded: ReplicaSet "x" has timed out progressing.'
+    )
+
+
+ISVC_READY = {
+    "observedGeneration": 2,
+    "conditions": [{"type": "Ready", "status": "True"}],
+    "modelStatus": {"transitionStatus": "UpToDate"},
+}
+
+
+def test_an_inference_service_ready_for_its_observed_generation_is_ready() -> None:
+    isvc = live(ISVC_READY, workloadApi="kserve")
+    verdict = readiness.inference_service(isvc, desired_hash(workloadApi="kserve"), [])
+    assert verdict == Readiness("ready")
+
+
+def test_an_inference_service_ready_for_an_older_generation_is_provisioning() -> None:
+    isvc = live(ISVC_READY | {"observedGeneration": 1}, workloadApi="kserve")
+    verdict = readiness.inference_service(isvc, desired_hash(workloadApi="kserve"), [])
+    assert verdict == Readiness("provisioning", "generation 2 not yet observed by its controller")
+
+
+def test_an_inference_service_kserve_gave_up_on_has_failed() -> None:
+    status = {
+        "observedGeneration": 2,
+        "conditions": [{"type": "Ready", "status": "False", "reason": "PredictorNotReady"}],
+        "modelStatus": {
+            "transitionStatus": "BlockedByFailedLoad",
+            "lastFailureInfo": {"reason": "ModelLoadFailed", "message": "out of memory"},
+        },
+    }
+    isvc = live(status, workloadApi="kserve")
+    verdict = readiness.inference_service(isvc, desired_hash(workloadApi="kserve"), [])
+    assert verdict == Readiness("failed", "ModelLoadFailed: out of memory")
