@@ -6,6 +6,7 @@
 #   hack/tools/build.sh --bin-dir  print the absolute bin dir only (no building)
 #   hack/tools/build.sh --update   regenerate the wrapper go.mod/go.sum from the pins below
 #                                  (maintainers, after a version bump); builds nothing
+#   hack/tools/build.sh --vet      `go vet` the wrapper modules that hold Go code (make lint)
 #
 # Env: INFERCRANE_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools)
 #      INFERCRANE_TOOLS_OPTIONAL  space-separated families whose build failure is only a warning
@@ -22,6 +23,8 @@ PULUMI_VERSION=v3.274.0          # pkg/v3 + sdk/v3; PyPI pulumi is 3.272.0 but t
                                  # pkg/v3 v3.272.0 and v3.273.0, v3.274.0 is the nearest it serves
 PULUMI_K8S_VERSION=4.25.0
 PULUMI_K8S_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199   # provider/v4 at the v4.25.0 release commit
+KWOK_VERSION=v0.8.0              # simulated nodes for the local control plane
+ACTIONLINT_VERSION=v1.7.12       # newest the proxy served when pinned
 
 # Module / package paths.
 ETCD_PKG=go.etcd.io/etcd/server/v3
@@ -29,9 +32,11 @@ KUBE_MOD=k8s.io/kubernetes
 PULUMI_PKG_MOD=github.com/pulumi/pulumi/pkg/v3
 PULUMI_SDK_MOD=github.com/pulumi/pulumi/sdk/v3
 PULUMI_K8S_MOD=github.com/pulumi/pulumi-kubernetes/provider/v4
+KWOK_MOD=sigs.k8s.io/kwok
+ACTIONLINT_MOD=github.com/rhysd/actionlint
 
 # Build order; each family is one wrapper module in hack/tools/<family>.
-FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes)
+FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint)
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd "$TOOLS_DIR/../.." && pwd -P)
@@ -51,10 +56,12 @@ GOOSARCH=$(go env GOOS)/$(go env GOARCH)
 family_outputs() {
   case $1 in
     etcd) echo etcd ;;
-    kubernetes) echo kube-apiserver kube-controller-manager ;;
+    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler ;;
     pulumi) echo pulumi pulumi-language-python-exec ;;
     pulumi-language-python) echo pulumi-language-python ;;
     pulumi-kubernetes) echo pulumi-resource-kubernetes ;;
+    kwok) echo kwok ;;
+    actionlint) echo actionlint ;;
   esac
 }
 
@@ -65,6 +72,8 @@ family_pins() {
     pulumi) echo "$PULUMI_PKG_MOD@$PULUMI_VERSION $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
     pulumi-language-python) echo "hack/tools/pulumi-language-python/main.go on $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
     pulumi-kubernetes) echo "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION version=$PULUMI_K8S_VERSION" ;;
+    kwok) echo "$KWOK_MOD@$KWOK_VERSION" ;;
+    actionlint) echo "$ACTIONLINT_MOD@$ACTIONLINT_VERSION" ;;
   esac
 }
 
@@ -82,6 +91,12 @@ family_xflags() {
       printf -- "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=%s" "$PULUMI_VERSION" ;;
     pulumi-kubernetes)
       printf -- "-X %s/pkg/version.Version=%s" "$PULUMI_K8S_MOD" "$PULUMI_K8S_VERSION" ;;
+    kwok)
+      # Upstream's release build stamps the version without its "v" (kwok prints it with one).
+      printf -- "-X %s/pkg/consts.Version=%s" "$KWOK_MOD" "${KWOK_VERSION#v}" ;;
+    actionlint)
+      # Built from our wrapper module, debug.BuildInfo would report "(devel)".
+      printf -- "-X %s.version=%s" "$ACTIONLINT_MOD" "$ACTIONLINT_VERSION" ;;
   esac
 }
 
@@ -206,7 +221,8 @@ update_family() {
             go mod edit -replace="$old=$new"
           fi
         done < <(upstream_replaces "$gomod")
-        go get -tool "$KUBE_MOD/cmd/kube-apiserver@$KUBE_VERSION" "$KUBE_MOD/cmd/kube-controller-manager@$KUBE_VERSION" ;;
+        go get -tool "$KUBE_MOD/cmd/kube-apiserver@$KUBE_VERSION" "$KUBE_MOD/cmd/kube-controller-manager@$KUBE_VERSION" \
+          "$KUBE_MOD/cmd/kube-scheduler@$KUBE_VERSION" ;;
       pulumi)
         gomod=$(mod_field "$PULUMI_PKG_MOD@$PULUMI_VERSION" GoMod)
         while read -r old new; do
@@ -229,6 +245,14 @@ update_family() {
         done < <(upstream_replaces "$gomod")
         family_prepare "$fam" "$dir"
         go get "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION" ;;
+      kwok)
+        gomod=$(mod_field "$KWOK_MOD@$KWOK_VERSION" GoMod)
+        while read -r old new; do
+          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
+        done < <(upstream_replaces "$gomod")
+        go get -tool "$KWOK_MOD/cmd/kwok@$KWOK_VERSION" ;;
+      actionlint)
+        go get -tool "$ACTIONLINT_MOD/cmd/actionlint@$ACTIONLINT_VERSION" ;;
     esac
     go mod tidy
     cp go.mod go.sum "$TOOLS_DIR/$fam/"
@@ -246,7 +270,34 @@ if [[ ${1-} == --update ]]; then
   log "updated; new bin dir would be $("$TOOLS_DIR/build.sh" --bin-dir)"
   exit 0
 fi
-[[ $# -eq 0 ]] || die "unknown argument: $1 (use no argument, --bin-dir or --update)"
+# ---------------------------------------------------------------------------
+# --vet: `go vet` every wrapper module that holds Go code, in a scratch copy
+# (the repo is never written; generated inputs come from family_prepare)
+# ---------------------------------------------------------------------------
+vet_family() {
+  local fam=$1 dir rc=0
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/infercrane-vet-$fam.XXXXXX")
+  cp "$TOOLS_DIR/$fam"/go.mod "$TOOLS_DIR/$fam"/go.sum "$TOOLS_DIR/$fam"/*.go "$dir"/
+  if ! (export SCRATCH_CWD=$dir; family_prepare "$fam" "$dir" && cd "$dir" && go vet ./...); then
+    echo "build.sh: ERROR [$fam]: go vet failed (hack/tools/$fam)" >&2
+    rc=1
+  fi
+  rm -rf "$dir"
+  return "$rc"
+}
+
+if [[ ${1-} == --vet ]]; then
+  [[ $# -eq 1 ]] || die "--vet takes no argument"
+  vet_failed=()
+  for fam in "${FAMILIES[@]}"; do
+    compgen -G "$TOOLS_DIR/$fam/*.go" >/dev/null || continue
+    echo "go vet hack/tools/$fam"
+    vet_family "$fam" || vet_failed+=("$fam")
+  done
+  (( ${#vet_failed[@]} == 0 )) || die "go vet failed: ${vet_failed[*]}"
+  exit 0
+fi
+[[ $# -eq 0 ]] || die "unknown argument: $1 (use no argument, --bin-dir, --update or --vet)"
 
 # ---------------------------------------------------------------------------
 # build
@@ -297,7 +348,8 @@ build_family() {
       date=$(cd "$src" && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "$KUBE_MOD")
       x="$x -X k8s.io/component-base/version.buildDate=$date -X k8s.io/client-go/pkg/version.buildDate=$date"
       go_build "$fam" "$src" "$out/kube-apiserver" "$KUBE_MOD/cmd/kube-apiserver" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
-      go_build "$fam" "$src" "$out/kube-controller-manager" "$KUBE_MOD/cmd/kube-controller-manager" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" ;;
+      go_build "$fam" "$src" "$out/kube-controller-manager" "$KUBE_MOD/cmd/kube-controller-manager" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
+      go_build "$fam" "$src" "$out/kube-scheduler" "$KUBE_MOD/cmd/kube-scheduler" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" ;;
     pulumi)
       check_pin "$fam" "$src" "$PULUMI_PKG_MOD" "$PULUMI_VERSION" || return 1
       check_pin "$fam" "$src" "$PULUMI_SDK_MOD" "$PULUMI_VERSION" || return 1
@@ -312,6 +364,12 @@ build_family() {
     pulumi-kubernetes)
       check_pin "$fam" "$src" "$PULUMI_K8S_MOD" "$PULUMI_K8S_MODULE_VERSION" || return 1
       go_build "$fam" "$src" "$out/pulumi-resource-kubernetes" . "$LDBASE $x" "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION (pulumi-kubernetes $PULUMI_K8S_VERSION)" ;;
+    kwok)
+      check_pin "$fam" "$src" "$KWOK_MOD" "$KWOK_VERSION" || return 1
+      go_build "$fam" "$src" "$out/kwok" "$KWOK_MOD/cmd/kwok" "$LDBASE $x" "$KWOK_MOD@$KWOK_VERSION" ;;
+    actionlint)
+      check_pin "$fam" "$src" "$ACTIONLINT_MOD" "$ACTIONLINT_VERSION" || return 1
+      go_build "$fam" "$src" "$out/actionlint" "$ACTIONLINT_MOD/cmd/actionlint" "$LDBASE $x" "$ACTIONLINT_MOD@$ACTIONLINT_VERSION" ;;
   esac
 }
 
