@@ -1,6 +1,5 @@
 """Entry point for `pulumi up` / `pulumi preview` on this project."""
 
-from infercrane_pulumi.cluster.preflight import preflight
-from infercrane_pulumi.program import build_program
+from infercrane_pulumi.program import main
 
-build_program(preflight)()
+main()

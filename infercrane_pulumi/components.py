@@ -38,6 +38,7 @@ class ReplicaComponent(pulumi.ComponentResource):
     resource_id: str
     endpoint: str
     objects: list[dict[str, str]]
+    intent: dict[str, object]
 
     def __init__(
         self,
@@ -60,7 +61,15 @@ class ReplicaComponent(pulumi.ComponentResource):
         self.resource_id = naming.resource_id(settings, intent.external_key)
         self.endpoint = workloads.endpoint(settings, intent)
         self.objects = [{"kind": obj["kind"], "name": obj["metadata"]["name"]} for obj in desired]
+        # The applied intent travels with the state, so any process sharing the backend
+        # knows what the stack holds (observe, remove) without the control plane's database.
+        self.intent = intent.model_dump(mode="json", by_alias=True)
         self.register_outputs(self.outputs())
 
     def outputs(self) -> dict[str, object]:
-        return {"resourceId": self.resource_id, "endpoint": self.endpoint, "objects": self.objects}
+        return {
+            "resourceId": self.resource_id,
+            "endpoint": self.endpoint,
+            "objects": self.objects,
+            "intent": self.intent,
+        }

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pulumi
 
 from infercrane_pulumi import refusals
+from infercrane_pulumi.cluster.preflight import preflight as cluster_preflight
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
 from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import CONFIG_NAMESPACE, StackConfig, parse_stack_config
@@ -53,3 +54,9 @@ def build_program(preflight: Preflight) -> Callable[[], None]:
         pulumi.export("replicas", replicas)
 
     return program
+
+
+def main() -> None:
+    """The program as ``pulumi up`` and the Automation API run it: preflight against the
+    configured cluster."""
+    build_program(cluster_preflight)()

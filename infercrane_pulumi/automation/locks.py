@@ -34,7 +34,9 @@ def stack_locks(state_dir: Path | None, stack_name: str) -> list[Lock]:
     if state_dir is None:
         return []
     found = []
-    for path in sorted((state_dir / ".pulumi" / "locks").glob(f"*/{PROJECT_NAME}/{stack_name}/*")):
+    for path in sorted(
+        (state_dir / ".pulumi" / "locks").glob(f"*/{PROJECT_NAME}/{stack_name}/*.json")
+    ):
         try:
             content = json.loads(path.read_text() or "{}")
         except (OSError, ValueError):

@@ -33,7 +33,7 @@ EventHandler = Callable[[auto.EngineEvent], Any]
 MAX_PROBLEMS = 10
 LOCK_POLL_SECONDS = 0.5
 
-_guards: dict[tuple[str, str], threading.Lock] = {}
+_guards: dict[tuple[str, str], threading.RLock] = {}
 _guards_lock = threading.Lock()
 
 
@@ -53,7 +53,7 @@ def pulumi_errors(stack_name: str) -> Iterator[None]:
 
 
 def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.Stack:
-    """Create or select stack ``name`` of the project in ``project_dir``, recovering first."""
+    """Create or select stack ``name`` of the project in ``project_dir`` on ``env``'s backend."""
     if env.local_state is not None:
         env.local_state.mkdir(parents=True, exist_ok=True)
     command = None
@@ -63,14 +63,13 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
         work_dir=str(project_dir), env_vars=env.variables(), pulumi_command=command
     )
     with pulumi_errors(name):
-        stack = auto.create_or_select_stack(name, work_dir=str(project_dir), opts=options)
-        recover(stack, env)
-    return stack
+        return auto.create_or_select_stack(name, work_dir=str(project_dir), opts=options)
 
 
-def _guard(env: PulumiEnvironment, stack_name: str) -> threading.Lock:
+def serialized(env: PulumiEnvironment, stack_name: str) -> threading.RLock:
+    """The in-process lock of one stack: hold it across writing config and running."""
     with _guards_lock:
-        return _guards.setdefault((env.backend, stack_name), threading.Lock())
+        return _guards.setdefault((env.backend, stack_name), threading.RLock())
 
 
 def _wait_until_free(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> None:
@@ -96,10 +95,13 @@ def run(
 ) -> Any:
     """Run ``stack.<operation>`` (preview, up, destroy) with refresh, raising typed errors.
 
-    A busy stack raises ``StackBusyError`` at once, or after ``wait_seconds`` of waiting.
+    What a dead run left behind is recovered first. A busy stack raises ``StackBusyError`` at
+    once, or after ``wait_seconds`` of waiting.
     """
     deadline = time.monotonic() + wait_seconds
-    with _guard(env, stack.name):
+    with serialized(env, stack.name):
+        with pulumi_errors(stack.name):
+            recover(stack, env)
         while True:
             _wait_until_free(env, stack.name, max(0.0, deadline - time.monotonic()))
             try:
@@ -154,8 +156,19 @@ def _failed(stack_name: str, operation: str, diagnostics: list[str]) -> RunFaile
     return RunFailedError(lines or [f"stack {stack_name}: pulumi {operation} failed"])
 
 
+# How each operation runs. Destroy runs the program, so the ownership preflight runs before
+# anything is deleted.
+OPERATION_OPTIONS: dict[str, dict[str, Any]] = {
+    "preview": {"diff": True},
+    "up": {},
+    "destroy": {"run_program": True},
+}
+
+
 def preview(stack: auto.Stack, env: PulumiEnvironment, **options: Any) -> auto.PreviewResult:
-    result: auto.PreviewResult = run(stack, env, "preview", diff=True, **options)
+    result: auto.PreviewResult = run(
+        stack, env, "preview", **OPERATION_OPTIONS["preview"], **options
+    )
     return result
 
 
@@ -165,6 +178,7 @@ def up(stack: auto.Stack, env: PulumiEnvironment, **options: Any) -> auto.UpResu
 
 
 def destroy(stack: auto.Stack, env: PulumiEnvironment, **options: Any) -> auto.DestroyResult:
-    # Running the program makes the ownership preflight run before anything is deleted.
-    result: auto.DestroyResult = run(stack, env, "destroy", run_program=True, **options)
+    result: auto.DestroyResult = run(
+        stack, env, "destroy", **OPERATION_OPTIONS["destroy"], **options
+    )
     return result

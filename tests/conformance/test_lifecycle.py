@@ -255,7 +255,7 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
         what="the killed run's plugins and program to exit",
     )
 
-    stack = harness.stack()  # opening recovers: stale lock, interrupted operations
+    stack = harness.stack()  # the next run recovers: stale lock, interrupted operations
     result = automation.up(stack, harness.env)
     assert result.summary.result == "succeeded"
     for kind in (kinds.DEPLOYMENT, kinds.SERVICE):

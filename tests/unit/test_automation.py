@@ -147,6 +147,8 @@ def write_lock(state_dir: Path, name: str, pid: int, host: str) -> Path:
     lock_dir.mkdir(parents=True, exist_ok=True)
     path = lock_dir / f"{name}.json"
     path.write_text(json.dumps({"pid": pid, "hostname": host, "username": "root"}))
+    # The file backend writes blob attributes beside each lock; they are not locks.
+    path.with_name(path.name + ".attrs").write_text(json.dumps({"user.content-type": "json"}))
     return path
 
 

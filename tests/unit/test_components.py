@@ -114,6 +114,9 @@ def test_stack_outputs_per_key_give_resource_id_objects_and_endpoint() -> None:
         "resourceId": f"kubernetes:deployment:team-a/{name}",
         "endpoint": f"http://{name}.team-a.svc:8000",
         "objects": [{"kind": "Deployment", "name": name}, {"kind": "Service", "name": name}],
+        "intent": parse_stack_config(kubernetes, [samples.replica()])
+        .replicas[0]
+        .model_dump(mode="json", by_alias=True),
     }
     assert run.outputs["replicas"]["k2"]["endpoint"].endswith(".team-a.svc:9000")
 
@@ -125,6 +128,15 @@ def test_kserve_outputs_point_at_the_predictor_service() -> None:
         "resourceId": f"kubernetes:kserve:infercrane-system/{name}",
         "endpoint": f"http://{name}-predictor.infercrane-system.svc:80",
         "objects": [{"kind": "InferenceService", "name": name}],
+        "intent": {
+            "externalKey": "dep-7-r0",
+            "model": "Qwen/Qwen3-8B",
+            "modelRevision": None,
+            "gpu": "NVIDIA-L40S",
+            "runtimeArgs": [],
+            "port": 8000,
+            "workload": None,
+        },
     }
 
 

@@ -36,9 +36,12 @@ RANKS = {
     "program": 9,
     "automation.environment": 10,
     "automation.locks": 10,
+    "automation.project": 10,
+    "automation.results": 10,
     "automation.recovery": 11,
     "automation.stacks": 12,
-    "automation": 13,
+    "automation.namespaces": 13,
+    "automation": 14,
     "cli": 20,
     "__main__": 21,
 }
@@ -49,7 +52,10 @@ DOORS = {
         "automation",
         "automation.environment",
         "automation.locks",
+        "automation.namespaces",
+        "automation.project",
         "automation.recovery",
+        "automation.results",
         "automation.stacks",
     },
 }
@@ -72,8 +78,10 @@ def imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+            names = {f"{node.module}.{alias.name}" for alias in node.names}
+            # `from package import submodule` imports the submodule, not the package's init.
+            submodules = {n for n in names if n.removeprefix(f"{PRODUCT}.") in RANKS}
+            found |= names if submodules else names | {node.module}
     return found
 
 

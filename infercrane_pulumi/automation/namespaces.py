@@ -1,0 +1,184 @@
+"""Desired state in code: one namespace's stack, driven from intents the caller holds.
+
+The InferCrane control plane keeps its intents in its own database. ``NamespaceStack`` takes
+the same typed models the stack files use, validates them all-or-nothing, writes them as the
+stack's configuration through the Automation API (kubeconfig contents as a Pulumi secret) and
+runs the same program ``pulumi up`` runs, on the same code path (``stacks.run``). Results are
+per external key. Calls on one stack are serialized within this process; another process
+holding the stack makes a call raise ``StackBusyError`` (retryable), at once or after
+``wait_seconds``. Give each process its own ``workspace``: the stack file lives there, the
+state and the lock live in the backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pulumi import automation as auto
+
+from infercrane_pulumi.automation import project, results, stacks
+from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.cluster import client, doctor, observe
+from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.intents import (
+    KUBERNETES_KEY,
+    REPLICAS_KEY,
+    KubernetesSettings,
+    ReplicaIntent,
+    StackConfig,
+    parse_stack_config,
+)
+
+EventHandler = Callable[[auto.EngineEvent], Any]
+
+
+@dataclass
+class NamespaceStack:
+    settings: KubernetesSettings
+    env: PulumiEnvironment
+    workspace: Path
+    stack_name: str = ""  # default: the namespace (one stack per namespace)
+    wait_seconds: float = 0.0
+    on_event: EventHandler | None = None
+    _stack: auto.Stack | None = field(default=None, init=False, repr=False)
+    _written: tuple[str, str] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.stack_name = self.stack_name or self.settings.namespace
+
+    # -- operations ------------------------------------------------------------------------
+
+    def ensure(self, intents: Sequence[ReplicaIntent]) -> results.StackResult:
+        """Make the namespace hold exactly ``intents``: create, update and delete as needed."""
+        return self._run("up", self.config(intents))
+
+    def preview(self, intents: Sequence[ReplicaIntent]) -> results.StackResult:
+        """What ``ensure(intents)`` would change; writes nothing to the cluster."""
+        return self._run("preview", self.config(intents))
+
+    def remove(self, external_key: str) -> results.StackResult:
+        """Delete one key's objects and keep every other applied intent (no-op if absent)."""
+        kept = [i for i in self.applied() if i.external_key != external_key]
+        return self._run("up", self.config(kept))
+
+    def destroy(self) -> results.StackResult:
+        """Delete every object of the stack (the preflight still runs first)."""
+        return self._run("destroy", self.config(self.applied()))
+
+    def observe(self, external_key: str | None = None) -> list[observe.ReplicaObservation]:
+        """The live state of every applied key (or one), read fresh from the cluster."""
+        config = self.config(self.applied())
+        keys = None if external_key is None else [external_key]
+        return observe.observe(client.connect(self._local_settings()), config, keys)
+
+    def doctor(self) -> list[doctor.DoctorRow]:
+        return doctor.doctor(client.connect(self._local_settings()), self.settings)
+
+    def applied(self) -> list[ReplicaIntent]:
+        """The intents of the last successful run, from the stack's outputs in the backend."""
+        with stacks.pulumi_errors(self.stack_name):
+            outputs = self.stack().outputs()
+        replicas = outputs.get("replicas")
+        entries = replicas.value if replicas is not None else {}
+        return [ReplicaIntent.model_validate(entry["intent"]) for entry in entries.values()]
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def config(self, intents: Sequence[ReplicaIntent]) -> StackConfig:
+        """The stack's configuration, validated as a whole before anything is written."""
+        return parse_stack_config(
+            self.settings.model_dump(mode="json", by_alias=True, exclude_none=True),
+            [intent.model_dump(mode="json", by_alias=True) for intent in intents],
+        )
+
+    def stack(self) -> auto.Stack:
+        if self._stack is None:
+            project.write_project(self.workspace)
+            self._stack = stacks.open_stack(
+                self.stack_name, project_dir=self.workspace, env=self.env
+            )
+        return self._stack
+
+    def _local_settings(self) -> KubernetesSettings:
+        """Settings for this process's own reads: the environment's kubeconfig as fallback."""
+        if self.settings.kubeconfig is not None or self.env.kubeconfig is None:
+            return self.settings
+        return self.settings.model_copy(update={"kubeconfig": str(self.env.kubeconfig)})
+
+    def _write(self, stack: auto.Stack, config: StackConfig) -> None:
+        settings = config.kubernetes.model_dump(
+            mode="json", by_alias=True, exclude_none=True, exclude={"kubeconfig"}
+        )
+        replicas = [intent.model_dump(mode="json", by_alias=True) for intent in config.replicas]
+        document = json.dumps(
+            {
+                KUBERNETES_KEY: {"value": json.dumps(settings), "secret": False},
+                REPLICAS_KEY: {"value": json.dumps(replicas), "secret": False},
+            },
+            sort_keys=True,
+        )
+        # The kubeconfig is written apart (as a secret); its digest keeps the cache honest.
+        digest = hashlib.sha256((config.kubernetes.kubeconfig or "").encode()).hexdigest()
+        if (document, digest) == self._written:
+            return  # the stack file already says exactly this
+        with stacks.pulumi_errors(self.stack_name):
+            stack.workspace.set_all_config_json(self.stack_name, document)
+            if config.kubernetes.kubeconfig is not None:
+                stack.set_config(
+                    f"{KUBERNETES_KEY}.kubeconfig",
+                    auto.ConfigValue(config.kubernetes.kubeconfig, secret=True),
+                    path=True,
+                )
+        self._written = (document, digest)
+
+    def _run(self, operation: str, config: StackConfig) -> results.StackResult:
+        events: list[auto.EngineEvent] = []
+
+        def record(event: auto.EngineEvent) -> None:
+            events.append(event)
+            if self.on_event is not None:
+                self.on_event(event)
+
+        stack = self.stack()
+        with stacks.serialized(self.env, self.stack_name):
+            self._write(stack, config)
+            stacks.run(
+                stack,
+                self.env,
+                operation,
+                on_event=record,
+                wait_seconds=self.wait_seconds,
+                **stacks.OPERATION_OPTIONS[operation],
+            )
+        return results.stack_result(operation, self.stack_name, config, events)
+
+
+@dataclass(frozen=True)
+class NamespaceOutcome:
+    """One namespace of ``ensure_many``: its result, or the typed error that stopped it."""
+
+    result: results.StackResult | None = None
+    error: InferCraneError | None = None
+
+
+def ensure_many(
+    requests: Mapping[str, tuple[NamespaceStack, Sequence[ReplicaIntent]]], *, parallel: int = 4
+) -> dict[str, NamespaceOutcome]:
+    """Ensure several namespaces at once (at most ``parallel``); one failure stops no other."""
+
+    def one(request: tuple[NamespaceStack, Sequence[ReplicaIntent]]) -> NamespaceOutcome:
+        stack, intents = request
+        try:
+            return NamespaceOutcome(result=stack.ensure(intents))
+        except InferCraneError as error:
+            return NamespaceOutcome(error=error)
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        outcomes = pool.map(one, requests.values())
+        return dict(zip(requests, outcomes, strict=True))
