@@ -2,7 +2,9 @@
 
 etcd + kube-apiserver (RBAC) + kube-controller-manager on loopback, with a
 kubeconfig holding an ``infercrane-admin`` and an ``infercrane-provider``
-context.  No scheduler, no kubelet: Pods stay Pending by design.
+context.  By default no scheduler, no kubelet: Pods stay Pending by design.
+``LocalControlPlane(scheduling=True)`` adds kube-scheduler and kwok, and
+simulated GPU node pools (``NodePool``) on which Pods schedule, run and turn Ready.
 Nothing in this package provisions real infrastructure.
 """
 
@@ -17,6 +19,7 @@ from .controlplane import (
 )
 from .crds import CrdError, install_crd
 from .kubeconfig import ADMIN_CONTEXT, CLUSTER_NAME, PROVIDER_CONTEXT
+from .nodepools import NodePool, NodePoolError, PoolNode, parse_node_pool
 from .ports import free_port, free_ports
 
 __all__ = [
@@ -29,9 +32,13 @@ __all__ = [
     "ControlPlaneError",
     "CrdError",
     "LocalControlPlane",
+    "NodePool",
+    "NodePoolError",
+    "PoolNode",
     "find_binary",
     "free_port",
     "free_ports",
     "install_crd",
     "new_api_client",
+    "parse_node_pool",
 ]

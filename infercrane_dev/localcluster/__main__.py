@@ -1,8 +1,10 @@
-"""Command line: ``python -m infercrane_dev.localcluster up|down [--dir DIR]``.
+"""Command line: ``python -m infercrane_dev.localcluster up|down|nodes|add-pool|delete-node``.
 
 ``up`` starts the local control plane *detached* (the daemons outlive this
 command) and records how to stop it in DIR; ``down`` stops whatever DIR
-records and removes DIR.  Exit codes: 0 ok, 1 failure, 2 bad usage.
+records and removes DIR.  ``up --node-pool NVIDIA-L40S=2x1`` (repeatable) adds
+simulated GPU nodes and implies ``--scheduling``; the node subcommands are in
+:mod:`.nodecommands`.  Exit codes: 0 ok, 1 failure, 2 bad usage.
 This entry point must not start a second cluster over a live one, and must
 never stop processes that DIR does not record.
 """
@@ -15,14 +17,23 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import nodecommands
 from .binaries import BinaryNotFoundError
 from .controlplane import ControlPlaneError, LocalControlPlane
+from .nodepools import (
+    DEFAULT_PRODUCT_LABEL,
+    NodePool,
+    NodePoolError,
+    parse_node_pools,
+    validate_label_name,
+)
 from .processes import ProcessStartError
 from .state import StateError, load_state, save_state, stop_recorded, teardown
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+NODE_COMMANDS = ("nodes", "add-pool", "delete-node")
 
 DEFAULT_STATE_DIR = Path(".infercrane") / "localcluster"
 
@@ -32,7 +43,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m infercrane_dev.localcluster",
         description="Start or stop a disposable local Kubernetes control plane.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{up,down}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{up,down,nodes,add-pool,delete-node}"
+    )
     dir_help = f"state directory (default: <cwd>/{DEFAULT_STATE_DIR})"
     up = commands.add_parser("up", help="start the control plane in the background")
     up.add_argument("--dir", type=Path, help=dir_help)
@@ -42,8 +55,20 @@ def _parser() -> argparse.ArgumentParser:
         default=180.0,
         help="seconds each component may take to become ready (default: 180)",
     )
+    up.add_argument(
+        "--scheduling",
+        action="store_true",
+        help="also run kube-scheduler and kwok (implied by --node-pool)",
+    )
+    nodecommands.add_pool_argument(up, required=False)
+    up.add_argument(
+        "--gpu-product-label",
+        default=DEFAULT_PRODUCT_LABEL,
+        help=f"Node label holding the GPU product (default: {DEFAULT_PRODUCT_LABEL})",
+    )
     down = commands.add_parser("down", help="stop the control plane recorded in --dir")
     down.add_argument("--dir", type=Path, help=dir_help)
+    nodecommands.register(commands, dir_help)
     return parser
 
 
@@ -51,7 +76,14 @@ def _err(message: str) -> None:
     print(f"localcluster: {message}", file=sys.stderr)
 
 
-def _up(state_dir: Path, timeout: float) -> int:
+def _up(
+    state_dir: Path,
+    timeout: float,
+    *,
+    scheduling: bool,
+    pools: tuple[NodePool, ...],
+    product_label: str,
+) -> int:
     try:
         existing = load_state(state_dir)
     except StateError as exc:
@@ -68,10 +100,17 @@ def _up(state_dir: Path, timeout: float) -> int:
             return EXIT_FAILED
 
     created_dir = not state_dir.exists()
-    plane = LocalControlPlane(base_dir=state_dir, startup_timeout=timeout)
+    plane = LocalControlPlane(
+        base_dir=state_dir,
+        startup_timeout=timeout,
+        scheduling=scheduling,
+        node_pools=pools,
+        gpu_product_label=product_label,
+    )
     try:
         plane.start()
     except (BinaryNotFoundError, ControlPlaneError, ProcessStartError, OSError) as exc:
+        # OSError covers the kubernetes client's connection errors while adding pools.
         if created_dir:
             shutil.rmtree(state_dir, ignore_errors=True)
         _err(f"start failed: {exc}")
@@ -90,6 +129,9 @@ def _up(state_dir: Path, timeout: float) -> int:
     print(f"server: {state.server}")
     print(f"admin context: {state.admin_context}")
     print(f"provider context: {state.provider_context}")
+    print(f"scheduling: {'kube-scheduler + kwok' if state.scheduling else 'off'}")
+    for pool in pools:
+        print(f"node pool: {pool.spec} ({state.gpu_product_label}={pool.product})")
     print(f"cold start: {state.cold_start_seconds:.1f}s")
     print(f"stop with: python -m infercrane_dev.localcluster down --dir {state_dir}")
     return EXIT_OK
@@ -120,11 +162,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         # argparse exits 2 on bad usage and 0 for --help; report instead of exiting.
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     state_dir: Path = (args.dir or Path.cwd() / DEFAULT_STATE_DIR).absolute()
+    if args.command in NODE_COMMANDS:
+        return nodecommands.run(args, state_dir)
     if args.command == "up":
         if args.timeout <= 0:
             _err("--timeout must be positive")
             return EXIT_USAGE
-        return _up(state_dir, args.timeout)
+        try:
+            pools = parse_node_pools(args.node_pool)
+            label = validate_label_name(args.gpu_product_label)
+        except NodePoolError as exc:
+            _err(str(exc))
+            return EXIT_USAGE
+        return _up(
+            state_dir,
+            args.timeout,
+            scheduling=args.scheduling or bool(pools),
+            pools=pools,
+            product_label=label,
+        )
     return _down(state_dir)
 
 

@@ -1,4 +1,5 @@
-"""Locate the control-plane executables (etcd, kube-apiserver, kube-controller-manager).
+"""Locate the control-plane executables (etcd, kube-apiserver, kube-controller-manager,
+and for scheduling kube-scheduler and kwok).
 
 The binaries are built by ``hack/tools/build.sh`` into a versioned cache; this
 module only *finds* them.  It must never build, download or install anything:
@@ -19,6 +20,8 @@ TOOLS_BIN_ENV = "INFERCRANE_TOOLS_BIN"
 BUILD_SCRIPT_RELATIVE = Path("hack") / "tools" / "build.sh"
 
 CONTROL_PLANE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
+# Only needed by a control plane started with scheduling (simulated GPU nodes).
+SCHEDULING_BINARIES = ("kube-scheduler", "kwok")
 
 # Where build.sh caches its output; only consulted while the script itself is absent.
 _CACHE_GLOB_ROOT = Path.home() / ".cache" / "infercrane" / "tools"
@@ -83,7 +86,8 @@ def find_binary(name: str, *, root: Path | None = None) -> Path:
     where = ", ".join(str(d) for d in searched) or "nowhere (no candidate directory exists)"
     raise BinaryNotFoundError(
         f"control-plane binary {name!r} not found (searched: {where}). "
-        f"Set {TOOLS_BIN_ENV} to a directory containing {', '.join(CONTROL_PLANE_BINARIES)}, "
+        f"Set {TOOLS_BIN_ENV} to a directory containing "
+        f"{', '.join(CONTROL_PLANE_BINARIES + SCHEDULING_BINARIES)}, "
         f"or build them with `{BUILD_SCRIPT_RELATIVE}` "
         f"(its `--bin-dir` output is searched when {TOOLS_BIN_ENV} is unset)."
     )

@@ -34,11 +34,21 @@ CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 # the per-controller rights live in roles bound to per-controller service
 # accounts.  Full rights are the simple, honest equivalent for a throwaway cluster.
 CONTROLLER_MANAGER_GROUPS: tuple[str, ...] = ("system:masters",)
+# The scheduler's bootstrap ClusterRoles (system:kube-scheduler, system:volume-scheduler)
+# are bound to exactly this user, so it needs no group.
+SCHEDULER_USER = "system:kube-scheduler"
+SCHEDULER_GROUPS: tuple[str, ...] = ()
+# kwok plays every kubelet of the simulated nodes (node status, leases, pod status, pod
+# deletion).  Without the Node authorizer there is no narrower built-in identity for that.
+KWOK_USER = "infercrane-kwok"
+KWOK_GROUPS: tuple[str, ...] = ("system:masters",)
 
-# First address of the apiserver's --service-cluster-ip-range; in-cluster clients
-# reach the apiserver through it, so it must be in the serving cert.
-SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
-KUBERNETES_SERVICE_IP = "10.0.0.1"
+# The apiserver's --service-cluster-ip-range.  A /12 (as kubeadm and Kind use) holds about
+# a million Services; the former /24 filled after ~250, which many-replica scenarios reach.
+SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/12"
+# In-cluster clients reach the apiserver through the range's first address, so it must be
+# in the serving cert; derived, so the two can never disagree.
+KUBERNETES_SERVICE_IP = str(next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts()))
 
 APISERVER_DNS_NAMES: tuple[str, ...] = (
     "localhost",
@@ -221,9 +231,12 @@ class ClusterPki:
     ca: CertificateAuthority
     apiserver_serving: KeyPair
     controller_manager_serving: KeyPair
+    scheduler_serving: KeyPair
     admin: KeyPair
     provider: KeyPair
     controller_manager: KeyPair
+    scheduler: KeyPair
+    kwok: KeyPair
     service_account: ServiceAccountKeys
 
 
@@ -235,10 +248,13 @@ def generate_cluster_pki() -> ClusterPki:
         controller_manager_serving=issue_serving_cert(
             ca, "kube-controller-manager", ["localhost"], ["127.0.0.1"]
         ),
+        scheduler_serving=issue_serving_cert(ca, "kube-scheduler", ["localhost"], ["127.0.0.1"]),
         admin=issue_client_cert(ca, ADMIN_USER, ADMIN_GROUPS),
         provider=issue_client_cert(ca, PROVIDER_USER, PROVIDER_GROUPS),
         controller_manager=issue_client_cert(
             ca, CONTROLLER_MANAGER_USER, CONTROLLER_MANAGER_GROUPS
         ),
+        scheduler=issue_client_cert(ca, SCHEDULER_USER, SCHEDULER_GROUPS),
+        kwok=issue_client_cert(ca, KWOK_USER, KWOK_GROUPS),
         service_account=generate_service_account_keys(),
     )

@@ -1,8 +1,10 @@
 """A disposable Kubernetes control plane (etcd + kube-apiserver + kube-controller-manager).
 
 It exists so the project's tests and local runs get a real apiserver with real
-RBAC, garbage collection and workload controllers, without Docker or a node:
-there is no scheduler and no kubelet, so Pods stay Pending by design.
+RBAC, garbage collection and workload controllers, without Docker or a node.
+By default there is no scheduler and no kubelet, so Pods stay Pending by design.
+With ``scheduling=True`` it also runs kube-scheduler and kwok, and simulated GPU
+node pools (:mod:`.nodepools`) make Pods schedule, run and turn Ready.
 
 Every process listens on 127.0.0.1 only, every file lives in one temporary
 directory, and :meth:`LocalControlPlane.stop` (also run when a start step
@@ -19,15 +21,18 @@ import functools
 import os
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self, TypeVar
 
-from . import health
+from . import health, kwok
 from .binaries import find_binary
 from .certs import (
     CONTROLLER_MANAGER_USER,
+    KWOK_USER,
+    SCHEDULER_USER,
     SERVICE_CLUSTER_IP_RANGE,
     ClusterPki,
     KeyPair,
@@ -40,6 +45,7 @@ from .kubeconfig import (
     build_kubeconfig,
     write_kubeconfig,
 )
+from .nodepools import DEFAULT_PRODUCT_LABEL, NodePool, PoolNode, validate_label_name
 from .ports import LOOPBACK, free_ports
 from .processes import ManagedProcess, release, start_process, wait_until_ready
 from .state import ClusterState, teardown
@@ -49,6 +55,9 @@ if TYPE_CHECKING:
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 WORKDIR_PREFIX = "infercrane-localcluster-"
+# Pods requesting an extended resource (nvidia.com/gpu) get a toleration for the taint of
+# the same name, as on GKE; simulated GPU nodes carry that taint.  Harmless without nodes.
+ADMISSION_PLUGINS = ("ExtendedResourceToleration",)
 
 _T = TypeVar("_T")
 
@@ -62,14 +71,19 @@ class ControlPlaneBinaries:
     etcd: Path
     kube_apiserver: Path
     kube_controller_manager: Path
+    # Needed only with scheduling.
+    kube_scheduler: Path | None = None
+    kwok: Path | None = None
 
     @classmethod
-    def discover(cls) -> ControlPlaneBinaries:
-        """Locate all three via :func:`.binaries.find_binary` (raises if any is missing)."""
+    def discover(cls, *, scheduling: bool = False) -> ControlPlaneBinaries:
+        """Locate them via :func:`.binaries.find_binary` (raises if one is missing)."""
         return cls(
             etcd=find_binary("etcd"),
             kube_apiserver=find_binary("kube-apiserver"),
             kube_controller_manager=find_binary("kube-controller-manager"),
+            kube_scheduler=find_binary("kube-scheduler") if scheduling else None,
+            kwok=find_binary("kwok") if scheduling else None,
         )
 
 
@@ -99,6 +113,18 @@ class _Layout:
     def controller_manager_kubeconfig(self) -> Path:
         return self.root / "kube-controller-manager.kubeconfig"
 
+    @property
+    def scheduler_kubeconfig(self) -> Path:
+        return self.root / "kube-scheduler.kubeconfig"
+
+    @property
+    def kwok_kubeconfig(self) -> Path:
+        return self.root / "kwok.kubeconfig"
+
+    @property
+    def kwok_home(self) -> Path:
+        return self.root / "kwok-home"
+
     def pem(self, name: str) -> Path:
         return self.pki / name
 
@@ -121,6 +147,10 @@ class LocalControlPlane:
 
     Contexts in :attr:`kubeconfig_path`: :attr:`admin_context` (``system:masters``)
     and :attr:`provider_context` (no rights until the project's Role is bound).
+
+    ``scheduling=True`` adds kube-scheduler and kwok; ``node_pools`` (which imply
+    scheduling) are created, and waited for until schedulable, at the end of :meth:`start`.
+    ``gpu_product_label`` is the Node label carrying the GPU product.
     """
 
     def __init__(
@@ -130,11 +160,17 @@ class LocalControlPlane:
         base_dir: Path | None = None,
         startup_timeout: float = 120.0,
         stop_grace: float = 15.0,
+        scheduling: bool = False,
+        node_pools: Sequence[NodePool] = (),
+        gpu_product_label: str = DEFAULT_PRODUCT_LABEL,
     ) -> None:
         self._binaries = binaries
         self._base_dir = base_dir
         self._startup_timeout = startup_timeout
         self._stop_grace = stop_grace
+        self._scheduling = scheduling or bool(node_pools)
+        self._node_pools = tuple(node_pools)
+        self._gpu_product_label = validate_label_name(gpu_product_label)
         self._workdir: Path | None = None
         self._layout: _Layout | None = None
         self._processes: list[ManagedProcess] = []
@@ -182,6 +218,15 @@ class LocalControlPlane:
     def running(self) -> bool:
         return self._cold_start_seconds is not None and not self._detached
 
+    @property
+    def scheduling(self) -> bool:
+        """True when kube-scheduler and kwok run (Pods can land on simulated nodes)."""
+        return self._scheduling
+
+    @property
+    def gpu_product_label(self) -> str:
+        return self._gpu_product_label
+
     @staticmethod
     def _require(value: _T | None, what: str) -> _T:
         if value is None:
@@ -200,7 +245,12 @@ class LocalControlPlane:
             raise ControlPlaneError("this LocalControlPlane was already started")
         began = time.monotonic()
         # Resolve binaries before creating anything, so a missing one costs nothing.
-        binaries = self._binaries or ControlPlaneBinaries.discover()
+        binaries = self._binaries or ControlPlaneBinaries.discover(scheduling=self._scheduling)
+        if self._scheduling and (binaries.kube_scheduler is None or binaries.kwok is None):
+            raise ControlPlaneError("scheduling needs the kube_scheduler and kwok binaries")
+        if self._scheduling:
+            # A broken Stage file would only show up as Pods that never run; fail now.
+            kwok.load_stages()
         if self._base_dir is not None:
             self._base_dir.mkdir(parents=True, exist_ok=True)
         self._workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=self._base_dir))
@@ -210,6 +260,8 @@ class LocalControlPlane:
         atexit.register(self._stop_at_exit)
         try:
             self._start_all(binaries, self._layout)
+            for pool in self._node_pools:
+                self.add_node_pool(pool, wait_ready=self._startup_timeout)
         except BaseException as exc:
             try:
                 self.stop()
@@ -223,7 +275,7 @@ class LocalControlPlane:
         layout.pki.mkdir(mode=0o700)
         layout.logs.mkdir()
         pki = generate_cluster_pki()
-        etcd_client, etcd_peer, apiserver_port, kcm_port = free_ports(4)
+        etcd_client, etcd_peer, apiserver_port, kcm_port, scheduler_port, kwok_port = free_ports(6)
         self._server = f"https://{LOOPBACK}:{apiserver_port}"
         files = self._write_pki(layout, pki)
 
@@ -257,6 +309,7 @@ class LocalControlPlane:
             timeout=self._startup_timeout,
         )
 
+        ca_tls = health.client_tls_context(files["ca.crt"])
         kcm = self._spawn(
             "kube-controller-manager",
             [
@@ -264,17 +317,51 @@ class LocalControlPlane:
                 *_controller_manager_args(layout, files, kcm_port),
             ],
         )
-        kcm_tls = health.client_tls_context(files["ca.crt"])
-        wait_until_ready(
-            kcm,
-            functools.partial(health.endpoint_ok, kcm_port, "/healthz", kcm_tls),
-            timeout=self._startup_timeout,
-        )
+        daemons: list[tuple[ManagedProcess, Callable[[], bool]]] = [
+            (kcm, functools.partial(health.endpoint_ok, kcm_port, "/healthz", ca_tls))
+        ]
+        if self._scheduling:
+            # Scheduler and kwok only need the apiserver; starting them before waiting for
+            # the controller manager overlaps their start-ups.
+            daemons += self._spawn_scheduling(binaries, layout, files, scheduler_port, kwok_port)
+        for daemon, probe in daemons:
+            wait_until_ready(daemon, probe, timeout=self._startup_timeout)
 
-    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+    def _spawn_scheduling(
+        self,
+        binaries: ControlPlaneBinaries,
+        layout: _Layout,
+        files: dict[str, Path],
+        scheduler_port: int,
+        kwok_port: int,
+    ) -> list[tuple[ManagedProcess, Callable[[], bool]]]:
+        """Start kube-scheduler and kwok; return each with its readiness probe."""
+        assert binaries.kube_scheduler is not None and binaries.kwok is not None
+        ca_tls = health.client_tls_context(files["ca.crt"])
+        scheduler = self._spawn(
+            "kube-scheduler",
+            [str(binaries.kube_scheduler), *_scheduler_args(layout, files, scheduler_port)],
+        )
+        layout.kwok_home.mkdir()
+        kwok_daemon = self._spawn(
+            "kwok",
+            [str(binaries.kwok), *kwok.kwok_args(layout.kwok_kubeconfig, kwok_port)],
+            # kwok merges ~/.kwok/kwok.yaml into its config if it exists: not the user's.
+            env={**os.environ, "HOME": str(layout.kwok_home)},
+        )
+        return [
+            # /readyz also waits for the scheduler's informers to sync.
+            (scheduler, functools.partial(health.endpoint_ok, scheduler_port, "/readyz", ca_tls)),
+            # kwok serves /healthz only once its controllers run.
+            (kwok_daemon, functools.partial(health.plain_endpoint_ok, kwok_port, "/healthz")),
+        ]
+
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> ManagedProcess:
         assert self._layout is not None
         process = start_process(
-            name, argv, self._layout.logs / f"{name}.log", cwd=self._layout.root
+            name, argv, self._layout.logs / f"{name}.log", cwd=self._layout.root, env=env
         )
         # Recorded before readiness is awaited so a failed wait still stops it.
         self._processes.append(process)
@@ -290,6 +377,7 @@ class LocalControlPlane:
         for stem, pair in (
             ("apiserver", pki.apiserver_serving),
             ("kube-controller-manager-serving", pki.controller_manager_serving),
+            ("kube-scheduler-serving", pki.scheduler_serving),
             ("admin", pki.admin),
             ("provider", pki.provider),
             ("kube-controller-manager", pki.controller_manager),
@@ -310,16 +398,20 @@ class LocalControlPlane:
                 {ADMIN_CONTEXT: pki.admin, PROVIDER_CONTEXT: pki.provider},
             ),
         )
-        # The controller manager has no --context flag, so its file needs a current-context.
-        write_kubeconfig(
-            layout.controller_manager_kubeconfig,
-            build_kubeconfig(
-                self._server,
-                pki.ca.cert_pem,
-                {CONTROLLER_MANAGER_USER: pki.controller_manager},
-                current_context=CONTROLLER_MANAGER_USER,
-            ),
-        )
+        # The daemons get no --context flag, so each file needs a current-context.
+        daemon_users = [
+            (layout.controller_manager_kubeconfig, CONTROLLER_MANAGER_USER, pki.controller_manager)
+        ]
+        if self._scheduling:
+            daemon_users += [
+                (layout.scheduler_kubeconfig, SCHEDULER_USER, pki.scheduler),
+                (layout.kwok_kubeconfig, KWOK_USER, pki.kwok),
+            ]
+        for path, user, pair in daemon_users:
+            write_kubeconfig(
+                path,
+                build_kubeconfig(self._server, pki.ca.cert_pem, {user: pair}, current_context=user),
+            )
 
     def stop(self) -> None:
         """Stop every owned process (newest first) and delete the workdir. Idempotent.
@@ -349,6 +441,8 @@ class LocalControlPlane:
             provider_context=self.provider_context,
             cold_start_seconds=self.cold_start_seconds,
             processes=[release(p) for p in self._processes],
+            scheduling=self._scheduling,
+            gpu_product_label=self._gpu_product_label,
         )
         self._detached = True
         atexit.unregister(self._stop_at_exit)
@@ -381,6 +475,31 @@ class LocalControlPlane:
 
         with self.api_client(self.admin_context) as client:
             return install_crd(client, path, timeout=timeout)
+
+    def add_node_pool(self, pool: NodePool, *, wait_ready: float | None = 60.0) -> list[str]:
+        """As admin, create ``pool``'s simulated Nodes; see :func:`.nodes.add_node_pool`."""
+        if not self._scheduling:
+            raise ControlPlaneError("node pools need a control plane started with scheduling=True")
+        from .nodes import add_node_pool
+
+        with self.api_client(self.admin_context) as client:
+            return add_node_pool(
+                client, pool, product_label=self._gpu_product_label, wait_ready=wait_ready
+            )
+
+    def delete_node(self, name: str, *, wait_gone: float | None = 30.0) -> None:
+        """As admin, delete one simulated Node; see :func:`.nodes.delete_node`."""
+        from .nodes import delete_node
+
+        with self.api_client(self.admin_context) as client:
+            delete_node(client, name, wait_gone=wait_gone)
+
+    def pool_nodes(self, product: str) -> list[PoolNode]:
+        """As admin, the simulated Nodes of GPU ``product``, sorted by name."""
+        from .nodes import list_pool_nodes
+
+        with self.api_client(self.admin_context) as client:
+            return list_pool_nodes(client, product, product_label=self._gpu_product_label)
 
 
 def new_api_client(kubeconfig_path: Path, context: str) -> ApiClient:
@@ -425,6 +544,7 @@ def _apiserver_args(files: dict[str, Path], etcd_client_port: int, secure_port: 
         f"--service-account-key-file={files['sa.pub']}",
         f"--service-account-signing-key-file={files['sa.key']}",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
         # Endpoint validation rejects the loopback advertise address, so the default
         # lease reconciler would fail forever writing the kubernetes Service endpoints.
         "--endpoint-reconciler-type=none",
@@ -455,4 +575,17 @@ def _controller_manager_args(
         f"--cluster-signing-cert-file={files['ca.crt']}",
         f"--cluster-signing-key-file={files['ca.key']}",
         f"--cluster-name={CLUSTER_NAME}",
+    ]
+
+
+def _scheduler_args(layout: _Layout, files: dict[str, Path], secure_port: int) -> list[str]:
+    return [
+        # As for the controller manager: no delegated-auth kubeconfigs, only /readyz is
+        # queried and it is always allowed anonymously.
+        f"--kubeconfig={layout.scheduler_kubeconfig}",
+        "--leader-elect=false",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={secure_port}",
+        f"--tls-cert-file={files['kube-scheduler-serving.crt']}",
+        f"--tls-private-key-file={files['kube-scheduler-serving.key']}",
     ]

@@ -1,4 +1,4 @@
-"""Readiness probes for etcd, kube-apiserver and kube-controller-manager.
+"""Readiness probes for etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok.
 
 Probes use ``http.client`` directly rather than ``urllib`` so that proxy
 environment variables (set for package registries) can never route a loopback
@@ -60,4 +60,10 @@ def etcd_healthy(client_port: int) -> bool:
 def endpoint_ok(port: int, path: str, tls: ssl.SSLContext) -> bool:
     """True when an HTTPS health endpoint (``/readyz``, ``/healthz``) answers 200."""
     status, _ = http_get(port, path, tls=tls)
+    return status == 200
+
+
+def plain_endpoint_ok(port: int, path: str) -> bool:
+    """True when a plain-HTTP health endpoint (kwok's ``/healthz``) answers 200."""
+    status, _ = http_get(port, path)
     return status == 200

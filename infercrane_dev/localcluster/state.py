@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .nodepools import DEFAULT_PRODUCT_LABEL
 from .processes import ManagedProcess, ProcessStopError, stop_process
 
 STATE_FILE = "state.json"
@@ -36,6 +37,9 @@ class ClusterState:
     cold_start_seconds: float
     # In start order; teardown walks it backwards.
     processes: list[ManagedProcess] = field(default_factory=list)
+    # Later node commands (add-pool, nodes) need both; records without them predate them.
+    scheduling: bool = False
+    gpu_product_label: str = DEFAULT_PRODUCT_LABEL
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +51,8 @@ class ClusterState:
             "provider_context": self.provider_context,
             "cold_start_seconds": self.cold_start_seconds,
             "processes": [p.to_record() for p in self.processes],
+            "scheduling": self.scheduling,
+            "gpu_product_label": self.gpu_product_label,
         }
 
     @classmethod
@@ -61,6 +67,8 @@ class ClusterState:
             provider_context=str(data["provider_context"]),
             cold_start_seconds=float(data["cold_start_seconds"]),
             processes=[ManagedProcess.from_record(p) for p in data["processes"]],
+            scheduling=bool(data.get("scheduling", False)),
+            gpu_product_label=str(data.get("gpu_product_label", DEFAULT_PRODUCT_LABEL)),
         )
 
     def any_running(self) -> bool:

@@ -50,13 +50,24 @@ REQUIRED = {
         "bind-address": "127.0.0.1", "secure-port": None,
         "service-account-private-key-file": None, "root-ca-file": None,
     },
+    "kube-scheduler": {
+        "kubeconfig": None, "leader-elect": "false", "bind-address": "127.0.0.1",
+        "secure-port": None, "tls-cert-file": None, "tls-private-key-file": None,
+    },
+    "kwok": {
+        "kubeconfig": None, "config": None, "server-address": None, "cidr": "10.244.0.0/16",
+        "manage-nodes-with-label-selector": "infercrane.dev/simulated-node=kwok",
+    },
 }
 for flag, value in REQUIRED[name].items():
     if flag not in flags or (value is not None and flags[flag] != value):
         print(f"{name}: bad or missing --{flag} (got {flags.get(flag)!r})", flush=True)
         sys.exit(2)
-    if flag.endswith("-file") or flag == "kubeconfig":
+    if flag.endswith("-file") or flag in ("kubeconfig", "config"):
         assert os.path.isfile(flags[flag]), flags[flag]
+if name == "kwok" and not os.environ["HOME"].endswith("/kwok-home"):
+    print(f"kwok: HOME is {os.environ['HOME']}, not the workdir's", flush=True)
+    sys.exit(2)
 
 behaviour = os.environ.get("FAKE_" + name.upper().replace("-", "_"), "ok")
 if behaviour == "fail":
@@ -81,10 +92,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 if name == "etcd":
     port = int(flags["listen-client-urls"].rsplit(":", 1)[1])
+elif name == "kwok":
+    port = int(flags["server-address"].rsplit(":", 1)[1])
 else:
     port = int(flags["secure-port"])
 server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-if name != "etcd":
+if name not in ("etcd", "kwok"):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(flags["tls-cert-file"], flags["tls-private-key-file"])
     if "client-ca-file" in flags:
@@ -100,7 +113,7 @@ server.serve_forever()
 def fake_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
-    for name in ("etcd", "kube-apiserver", "kube-controller-manager"):
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
         path = bin_dir / name
         path.write_text(f"#!{sys.executable}\n{FAKE_DAEMON}")
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
@@ -150,6 +163,80 @@ def test_start_and_stop_with_fake_daemons(fake_bin: Path, base_dir: Path) -> Non
     plane.stop()  # idempotent
 
 
+def test_scheduling_adds_scheduler_and_kwok(fake_bin: Path, base_dir: Path) -> None:
+    with LocalControlPlane(base_dir=base_dir, startup_timeout=20, scheduling=True) as plane:
+        assert plane.scheduling
+        assert [p.name for p in plane.processes] == [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok",
+        ]
+        assert all(p.is_running() for p in plane.processes)
+        apiserver_log = (plane.workdir / "logs" / "kube-apiserver.log").read_text()
+        assert "--enable-admission-plugins=ExtendedResourceToleration" in apiserver_log
+        assert "--service-cluster-ip-range=10.96.0.0/12" in apiserver_log
+        for daemon, user in (
+            ("kube-scheduler", "system:kube-scheduler"),
+            ("kwok", "infercrane-kwok"),
+        ):
+            config = yaml.safe_load((plane.workdir / f"{daemon}.kubeconfig").read_text())
+            assert config["current-context"] == user
+        pgids = [p.pgid for p in plane.processes]
+    assert all(group_members(pgid) == [] for pgid in pgids)
+
+
+def test_scheduling_is_off_by_default_and_pools_imply_it() -> None:
+    from infercrane_dev.localcluster.nodepools import NodePool
+
+    assert LocalControlPlane().scheduling is False
+    assert LocalControlPlane(node_pools=[NodePool("NVIDIA-L4", 1, 1)]).scheduling is True
+
+
+def test_node_pool_needs_scheduling(fake_bin: Path, base_dir: Path) -> None:
+    from infercrane_dev.localcluster.nodepools import NodePool
+
+    with (
+        LocalControlPlane(base_dir=base_dir, startup_timeout=20) as plane,
+        pytest.raises(ControlPlaneError, match="scheduling=True"),
+    ):
+        plane.add_node_pool(NodePool("NVIDIA-L4", 1, 1))
+
+
+@pytest.mark.parametrize("failing", ["kube-scheduler", "kwok"])
+def test_rollback_when_a_scheduling_component_crashes(
+    fake_bin: Path, base_dir: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    monkeypatch.setenv("FAKE_" + failing.upper().replace("-", "_"), "fail")
+    plane = LocalControlPlane(base_dir=base_dir, startup_timeout=20, scheduling=True)
+    started: list[int] = []
+    real_spawn = plane._spawn
+
+    def spy(name: str, argv: list[str], env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+        process = real_spawn(name, argv, env)
+        started.append(process.pgid)
+        return process
+
+    monkeypatch.setattr(plane, "_spawn", spy)
+    with pytest.raises(ProcessStartError, match=f"{failing} exited \\(code 3\\)"):
+        plane.start()
+    assert len(started) == 5
+    assert all(group_members(pgid) == [] for pgid in started)
+    assert plane.processes == ()
+    assert not list(base_dir.iterdir())
+
+
+def test_scheduling_without_its_binaries_creates_nothing(fake_bin: Path, base_dir: Path) -> None:
+    (fake_bin / "kwok").unlink()
+    with pytest.raises(BinaryNotFoundError, match="'kwok' not found"):
+        LocalControlPlane(base_dir=base_dir, scheduling=True).start()
+    assert not base_dir.exists()
+    # Without scheduling kwok is not needed.
+    with LocalControlPlane(base_dir=base_dir, startup_timeout=20) as plane:
+        assert len(plane.processes) == 3
+
+
 def test_properties_before_start_raise() -> None:
     plane = LocalControlPlane()
     with pytest.raises(ControlPlaneError, match="after start"):
@@ -166,8 +253,8 @@ def test_rollback_when_a_later_component_crashes(
     started: list[int] = []
     real_spawn = plane._spawn
 
-    def spy(name: str, argv: list[str]):  # type: ignore[no-untyped-def]
-        process = real_spawn(name, argv)
+    def spy(name: str, argv: list[str], env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+        process = real_spawn(name, argv, env)
         started.append(process.pgid)
         return process
 
@@ -190,8 +277,8 @@ def test_rollback_when_a_component_never_becomes_ready(
     seen: list[tuple[int, Path]] = []
     real_spawn = plane._spawn
 
-    def spy(name: str, argv: list[str]):  # type: ignore[no-untyped-def]
-        process = real_spawn(name, argv)
+    def spy(name: str, argv: list[str], env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+        process = real_spawn(name, argv, env)
         seen.append((process.pgid, process.log_path))
         return process
 
@@ -278,6 +365,20 @@ def test_cli_up_down_round_trip(
     assert all(group_members(p.pgid) == [] for p in state.processes)
     assert not state_dir.exists()
     assert main(["down", "--dir", str(state_dir)]) == 0
+
+
+def test_cli_up_with_scheduling_records_it(
+    fake_bin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state_dir = tmp_path / "state"
+    assert main(["up", "--dir", str(state_dir), "--timeout", "20", "--scheduling"]) == 0
+    assert "scheduling: kube-scheduler + kwok" in capsys.readouterr().out
+    state = load_state(state_dir)
+    assert state is not None
+    assert (state.scheduling, state.gpu_product_label) == (True, "nvidia.com/gpu.product")
+    assert [p.name for p in state.processes][-2:] == ["kube-scheduler", "kwok"]
+    assert main(["down", "--dir", str(state_dir)]) == 0
+    assert all(group_members(p.pgid) == [] for p in state.processes)
 
 
 def test_cli_up_failure_exits_1_and_cleans_up(
