@@ -23,10 +23,16 @@ test: venv tools lint
 unit: venv
 	$(PY) -m pytest -rs tests/unit
 
-lint: venv
+## lint: ruff, mypy, shellcheck, go vet of hack/tools, actionlint (needs `tools` for the last two)
+lint: venv tools
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/shellcheck $$(find hack -name '*.sh' | sort) .ci/run
+	hack/tools/build.sh --vet
+	if [[ -d .github/workflows ]]; then \
+	  $(TOOLS_BIN)/actionlint -shellcheck=$(VENV)/bin/shellcheck .github/workflows/*.yml; \
+	fi
 
 fmt: venv
 	$(VENV)/bin/ruff format .
