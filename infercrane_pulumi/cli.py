@@ -1,28 +1,39 @@
-"""``python -m infercrane_pulumi``: render, doctor and inspect.
+"""``infercrane-pulumi`` (``python -m infercrane_pulumi``): the command line for people and for
+control planes written in any language.
 
 The only module that prints or chooses exit codes. Handlers return a ``Result``; one renderer
-prints it as a table (or YAML for render) or as a versioned JSON envelope with ``--json``.
-Exit codes: 0 ok, 1 failed, 2 invalid input, 3 cluster unavailable (retry), 130 interrupted.
+prints it as a table (YAML for ``render``) or, with ``--json``, as a versioned envelope that
+``schemas/envelope.schema.json`` describes. Progress of ``preview``/``up``/``destroy`` goes to
+stderr: JSON Lines with ``--events``, the engine's live lines on a terminal, else nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from infercrane_pulumi import manifests, workloads
-from infercrane_pulumi.cluster import client, observe
-from infercrane_pulumi.cluster import doctor as checks
-from infercrane_pulumi.errors import ClusterUnavailableError, ConfigError, InferCraneError
-from infercrane_pulumi.intents import load_stack_file
+from infercrane_pulumi import manifests, views, workloads
+from infercrane_pulumi.automation import PulumiEnvironment, namespaces, stacks
+from infercrane_pulumi.automation.project import STACK_CONFIG_DIR
+from infercrane_pulumi.cluster import client, doctor, observe
+from infercrane_pulumi.errors import (
+    ClusterUnavailableError,
+    ConfigError,
+    InferCraneError,
+    StackBusyError,
+)
+from infercrane_pulumi.intents import StackConfig, load_stack_file
 
 ENVELOPE_VERSION = "infercrane.dev/cli/v1"
-EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_BUSY = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+Connect = Callable[[Any], client.Cluster]
 
 
 @dataclass
@@ -35,70 +46,170 @@ class Result:
     header: list[str] = field(default_factory=list)
 
 
-def render(args: argparse.Namespace, connect: Callable[..., client.Cluster]) -> Result:
-    config = load_stack_file(args.config)
-    objects = workloads.stack_objects(config)
+@dataclass(frozen=True)
+class Context:
+    """What a handler may use besides its arguments: the outside world, injectable in tests."""
+
+    connect: Connect
+    environ: Mapping[str, str]
+    stderr: TextIO
+
+
+def stack_file(args: argparse.Namespace) -> Path:
+    if args.config is not None:
+        return Path(args.config)
+    return Path(args.project_dir) / STACK_CONFIG_DIR / f"Pulumi.{args.stack}.yaml"
+
+
+def render(args: argparse.Namespace, ctx: Context) -> Result:
+    objects = workloads.stack_objects(load_stack_file(stack_file(args)))
     return Result("render", True, data=objects, text=manifests.to_yaml(objects))
 
 
-def doctor(args: argparse.Namespace, connect: Callable[..., client.Cluster]) -> Result:
-    config = load_stack_file(args.config)
-    rows = checks.doctor(connect(config.kubernetes), config.kubernetes)
-    return Result(
-        "doctor",
-        all(row.status == "ok" for row in rows),
-        data=[asdict(row) for row in rows],
-        header=["STATUS", "NAME", "MESSAGE"],
-        rows=[[row.status.upper(), row.name, row.message] for row in rows],
+def run_doctor(args: argparse.Namespace, ctx: Context) -> Result:
+    config = load_stack_file(stack_file(args))
+    rows = doctor.doctor(ctx.connect(config.kubernetes), config.kubernetes)
+    header, table = views.doctor_table(rows)
+    ok = all(row.status != "fail" for row in rows)
+    return Result("doctor", ok, data=views.to_json(rows), header=header, rows=table)
+
+
+def inspect(args: argparse.Namespace, ctx: Context) -> Result:
+    config = load_stack_file(stack_file(args))
+    keys = None if args.key is None else [args.key]
+    found = observe.observe(ctx.connect(config.kubernetes), config, keys)
+    header, table = views.observation_table(found)
+    return Result("inspect", True, data=views.to_json(found), header=header, rows=table)
+
+
+def pulumi_environment(args: argparse.Namespace, environ: Mapping[str, str]) -> PulumiEnvironment:
+    """Backend, passphrase and tools from flags, else the documented environment variables."""
+    problems = []
+    backend = args.backend_url or environ.get("PULUMI_BACKEND_URL")
+    if not backend:
+        problems.append("no backend: pass --backend-url or set PULUMI_BACKEND_URL")
+    passphrase_file = args.passphrase_file or environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")
+    passphrase = environ.get("PULUMI_CONFIG_PASSPHRASE")
+    if passphrase_file:
+        try:
+            passphrase = Path(passphrase_file).read_text().rstrip("\n")
+        except OSError as error:
+            problems.append(f"--passphrase-file: cannot read ({error.strerror})")
+    if passphrase is None and not passphrase_file:
+        problems.append(
+            "no passphrase: pass --passphrase-file or set PULUMI_CONFIG_PASSPHRASE(_FILE)"
+        )
+    if problems:
+        raise ConfigError(problems)
+    tools = args.tools_bin or environ.get("INFERCRANE_TOOLS_BIN")
+    kubeconfig = environ.get("KUBECONFIG")
+    assert backend is not None and passphrase is not None
+    return PulumiEnvironment.for_backend(
+        backend,
+        pulumi_home=Path(args.pulumi_home or environ.get("PULUMI_HOME") or Path.home() / ".pulumi"),
+        passphrase=passphrase,
+        bin_dir=Path(tools) if tools else None,
+        kubeconfig=Path(kubeconfig) if kubeconfig else None,
     )
 
 
-def inspect(args: argparse.Namespace, connect: Callable[..., client.Cluster]) -> Result:
-    config = load_stack_file(args.config)
-    entries = observe.observe(connect(config.kubernetes), config)
-    rows = [
-        [
-            entry.external_key,
-            entry.state,
-            f"{obj.kind}/{obj.name}" if obj else "-",
-            observe.conditions_summary(obj) if obj else "-",
-        ]
-        for entry in entries
-        for obj in entry.objects or [None]
-    ]
+def run_stack(args: argparse.Namespace, ctx: Context) -> Result:
+    """``preview``, ``up`` or ``destroy`` of the stack file, with per-key results."""
+    config: StackConfig = load_stack_file(stack_file(args))
+    env = pulumi_environment(args, ctx.environ)
+
+    def on_event(event: Any) -> None:
+        record = views.progress_record(event)
+        if record is not None:
+            ctx.stderr.write(json.dumps(record, sort_keys=True) + "\n")
+            ctx.stderr.flush()
+
+    live = None if args.events or not ctx.stderr.isatty() else ctx.stderr.write
+    stack = stacks.open_stack(args.stack, project_dir=Path(args.project_dir), env=env)
+    result = namespaces.run_config(
+        stack,
+        env,
+        args.command,
+        config,
+        on_output=live,
+        on_event=on_event if args.events else None,
+        wait_seconds=args.wait,
+    )
+    header, rows = views.stack_result_table(result)
     return Result(
-        "inspect",
+        args.command,
         True,
-        data=[asdict(entry) for entry in entries],
-        header=["KEY", "STATE", "OBJECT", "CONDITIONS"],
-        rows=rows,
+        data=views.stack_result_json(result),
+        header=header,
+        rows=[*rows, [views.summary_line(result)]],
     )
 
 
-HANDLERS = {"render": render, "doctor": doctor, "inspect": inspect}
+HANDLERS: dict[str, Callable[[argparse.Namespace, Context], Result]] = {
+    "render": render,
+    "doctor": run_doctor,
+    "inspect": inspect,
+    "preview": run_stack,
+    "up": run_stack,
+    "destroy": run_stack,
+}
+HELP = {
+    "render": "print the exact objects of a stack as YAML (no cluster, no Pulumi)",
+    "doctor": "check API, KServe API and every namespaced permission; creates nothing",
+    "inspect": "observe each replica: state, reason, objects and their raw conditions",
+    "preview": "what `up` would change, per external key (refreshes first; writes nothing)",
+    "up": "apply the stack: refresh, ownership preflight, server-side apply (never forced)",
+    "destroy": "delete every object of the stack (the preflight runs first)",
+}
+
+
+STACK_COMMANDS = ("preview", "up", "destroy")
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="python -m infercrane_pulumi")
+    root = argparse.ArgumentParser(prog="infercrane-pulumi")
     commands = root.add_subparsers(dest="command", required=True)
-    helps = {
-        "render": "print the exact objects of a stack as YAML (no cluster, no Pulumi)",
-        "doctor": "check API, KServe API and every namespaced permission; creates nothing",
-        "inspect": "show owned objects with their raw conditions",
-    }
-    for name, text in helps.items():
+    for name, text in HELP.items():
         command = commands.add_parser(name, help=text)
-        command.add_argument(
-            "--config", type=Path, required=True, help="stacks/Pulumi.<stack>.yaml"
-        )
+        if name in STACK_COMMANDS:
+            command.add_argument("--stack", required=True, help="stack name")
+            command.set_defaults(config=None)
+        else:
+            where = command.add_mutually_exclusive_group(required=True)
+            where.add_argument("--config", type=Path, help="a stack file (Pulumi.<stack>.yaml)")
+            where.add_argument(
+                "--stack", help="stack name: <project-dir>/stacks/Pulumi.<stack>.yaml"
+            )
+        command.add_argument("--project-dir", default=".", help="where Pulumi.yaml is")
         command.add_argument("--json", action="store_true", help="versioned JSON envelope")
+        if name == "inspect":
+            command.add_argument("--key", help="observe one external key only")
+        if name in STACK_COMMANDS:
+            for flag, default in (
+                ("--backend-url", "default: $PULUMI_BACKEND_URL"),
+                ("--passphrase-file", "default: $PULUMI_CONFIG_PASSPHRASE_FILE"),
+                ("--pulumi-home", "default: $PULUMI_HOME, else ~/.pulumi"),
+                ("--tools-bin", "dir holding `pulumi`; default: $INFERCRANE_TOOLS_BIN, else PATH"),
+            ):
+                command.add_argument(flag, help=default)
+            command.add_argument(
+                "--wait", type=float, default=0.0, help="seconds to wait for a busy stack"
+            )
+            command.add_argument(
+                "--events", action="store_true", help="progress as JSON Lines on stderr"
+            )
     return root
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    widths = [
+        max(len(str(r[i])) for r in [header, *rows] if len(r) == len(header))
+        for i in range(len(header))
+    ]
     return "\n".join(
         "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        if len(row) == len(header)
+        else row[0]
         for row in [header, *rows]
     )
 
@@ -121,23 +232,31 @@ def emit_error(error: InferCraneError, *, command: str, as_json: bool, out: Text
         out.write("".join(f"{command}: {problem}\n" for problem in error.problems))
 
 
+def exit_code(error: InferCraneError) -> int:
+    if isinstance(error, ConfigError):
+        return EXIT_INVALID
+    if isinstance(error, ClusterUnavailableError):
+        return EXIT_UNAVAILABLE
+    return EXIT_BUSY if isinstance(error, StackBusyError) else EXIT_FAILED
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
-    connect: Callable[..., client.Cluster] = client.connect,
+    connect: Connect = client.connect,
+    environ: Mapping[str, str] = os.environ,
     stdout: TextIO = sys.stdout,
     stderr: TextIO = sys.stderr,
 ) -> int:
     args = parser().parse_args(argv)
     try:
-        result = HANDLERS[args.command](args, connect)
+        result = HANDLERS[args.command](args, Context(connect, environ, stderr))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except InferCraneError as error:
-        out = stdout if args.json else stderr
-        emit_error(error, command=args.command, as_json=args.json, out=out)
-        if isinstance(error, ConfigError):
-            return EXIT_INVALID
-        return EXIT_UNAVAILABLE if isinstance(error, ClusterUnavailableError) else EXIT_FAILED
+        emit_error(
+            error, command=args.command, as_json=args.json, out=stdout if args.json else stderr
+        )
+        return exit_code(error)
     emit(result, as_json=args.json, out=stdout)
     return EXIT_OK if result.ok else EXIT_FAILED

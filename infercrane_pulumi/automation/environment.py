@@ -9,26 +9,43 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
 
 
 @dataclass(frozen=True)
 class PulumiEnvironment:
-    state_dir: Path
+    # The file backend's directory, or None with another DIY ``backend_url``.
+    state_dir: Path | None
     pulumi_home: Path
     passphrase: str = field(repr=False)
     bin_dir: Path | None = None
     kubeconfig: Path | None = None
-    # Another DIY backend instead of ``state_dir`` (which then only holds nothing).
     backend_url: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.state_dir is None) == (self.backend_url is None):
+            raise ValueError("give exactly one of state_dir (file backend) and backend_url")
+
+    @classmethod
+    def for_backend(cls, url: str, **fields: Any) -> PulumiEnvironment:
+        """The environment for a backend URL; ``file://`` URLs keep their directory local."""
+        parsed = urlparse(url)
+        if parsed.scheme == "file":
+            return cls(state_dir=Path(unquote(parsed.path)), **fields)
+        return cls(state_dir=None, backend_url=url, **fields)
 
     @property
     def backend(self) -> str:
-        return self.backend_url or self.state_dir.resolve().as_uri()
+        if self.state_dir is not None:
+            return self.state_dir.resolve().as_uri()
+        assert self.backend_url is not None
+        return self.backend_url
 
     @property
     def local_state(self) -> Path | None:
         """The state directory when the backend is this machine's file system."""
-        return None if self.backend_url else self.state_dir
+        return self.state_dir
 
     def variables(self) -> dict[str, str]:
         variables = {

@@ -25,7 +25,7 @@ from pulumi import automation as auto
 from infercrane_pulumi.automation import project, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.cluster import client, doctor, observe
-from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.errors import ClusterUnavailableError, InferCraneError, RunFailedError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
     REPLICAS_KEY,
@@ -138,25 +138,60 @@ class NamespaceStack:
         self._written = (document, digest)
 
     def _run(self, operation: str, config: StackConfig) -> results.StackResult:
-        events: list[auto.EngineEvent] = []
-
-        def record(event: auto.EngineEvent) -> None:
-            events.append(event)
-            if self.on_event is not None:
-                self.on_event(event)
-
         stack = self.stack()
         with stacks.serialized(self.env, self.stack_name):
             self._write(stack, config)
-            stacks.run(
+            return run_config(
                 stack,
                 self.env,
                 operation,
-                on_event=record,
+                config,
+                on_event=self.on_event,
                 wait_seconds=self.wait_seconds,
-                **stacks.OPERATION_OPTIONS[operation],
             )
-        return results.stack_result(operation, self.stack_name, config, events)
+
+
+def run_config(
+    stack: auto.Stack,
+    env: PulumiEnvironment,
+    operation: str,
+    config: StackConfig,
+    *,
+    on_output: stacks.Printer | None = None,
+    on_event: EventHandler | None = None,
+    wait_seconds: float = 0.0,
+) -> results.StackResult:
+    """Run ``operation`` on a stack whose configuration is ``config``: the one path both
+    ``NamespaceStack`` and the CLI take. A run that failed while the API server cannot be
+    reached is reported as ``ClusterUnavailableError`` (retryable), found by asking the API
+    server, not by reading the engine's text."""
+    events: list[auto.EngineEvent] = []
+
+    def record(event: auto.EngineEvent) -> None:
+        events.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    try:
+        stacks.run(
+            stack,
+            env,
+            operation,
+            on_output=on_output,
+            on_event=record,
+            wait_seconds=wait_seconds,
+            **stacks.OPERATION_OPTIONS[operation],
+        )
+    except RunFailedError as failed:
+        settings = config.kubernetes
+        if settings.kubeconfig is None and env.kubeconfig is not None:
+            settings = settings.model_copy(update={"kubeconfig": str(env.kubeconfig)})
+        try:
+            client.connect(settings).version()
+        except ClusterUnavailableError as unreachable:
+            raise ClusterUnavailableError([*unreachable.problems, *failed.problems]) from failed
+        raise
+    return results.stack_result(operation, stack.name, config, events)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.intents import StackConfig
 
 Change = Literal["create", "update", "replace", "delete", "same"]
+EngineEvent = auto.EngineEvent
 
 _OBJECT_CHANGES: Mapping[str, Change] = {
     "same": "same",

@@ -54,8 +54,8 @@ def pulumi_errors(stack_name: str) -> Iterator[None]:
 
 def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.Stack:
     """Create or select stack ``name`` of the project in ``project_dir`` on ``env``'s backend."""
-    if env.local_state is not None:
-        env.local_state.mkdir(parents=True, exist_ok=True)
+    if env.state_dir is not None:
+        env.state_dir.mkdir(parents=True, exist_ok=True)
     command = None
     if env.bin_dir is not None:
         command = auto.PulumiCommand(root=str(env.bin_dir.parent))

@@ -21,9 +21,10 @@ from kubernetes.config.config_exception import ConfigException
 
 from infercrane_pulumi import naming
 from infercrane_pulumi.errors import ClusterUnavailableError, ConfigError, RejectedError
-from infercrane_pulumi.intents import KUBERNETES_KEY, KubernetesSettings, kubeconfig_document
+from infercrane_pulumi.intents import KUBERNETES_KEY, KubernetesSettings
 from infercrane_pulumi.kinds import KINDS, Kind
 from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.validators import kubeconfig_document
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 REQUEST_TIMEOUT_SECONDS = 15

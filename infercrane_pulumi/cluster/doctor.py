@@ -13,6 +13,7 @@ from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.preflight import api_missing
 from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import KubernetesSettings
+from infercrane_pulumi.kinds import POD
 
 # What the shipped Role grants on each owned resource, and all the provider ever needs.
 OWNED_VERBS = ("get", "list", "create", "patch", "delete")
@@ -20,7 +21,7 @@ OWNED_VERBS = ("get", "list", "create", "patch", "delete")
 
 @dataclass(frozen=True)
 class DoctorRow:
-    status: str  # ok | fail
+    status: str  # ok | fail | info (optional, never fails the doctor)
     name: str
     message: str
 
@@ -57,4 +58,15 @@ def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
             rows.append(DoctorRow("ok", f"list:{kind.resource}", f"{len(found)} owned object(s)"))
         except InferCraneError as error:
             rows.append(DoctorRow("fail", f"list:{kind.resource}", str(error)))
+    readable, _ = cluster.can(settings.namespace, "list", POD)
+    rows.append(
+        DoctorRow("ok", "observe:pods", "list allowed: reasons come from the Pods too")
+        if readable
+        else DoctorRow(
+            "info",
+            "observe:pods",
+            "not granted (optional: deploy/kubernetes/observe/); reasons come from the "
+            "workload's own conditions",
+        )
+    )
     return rows

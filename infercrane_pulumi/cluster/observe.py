@@ -151,19 +151,25 @@ def observe(
         for intent in wanted
     ]
     stack_keys = {i.external_key for i in config.replicas}
-    found += [
-        ReplicaObservation(
-            external_key=key,
-            state="orphaned",
-            reason="exactly ours, but its key is not in the stack; the next up deletes it "
-            "only if this stack created it",
-            endpoint=None,
-            objects=tuple(observed_object(obj) for obj in objects),
-        )
-        for key, objects in sorted(grouped.items())
-        if key not in stack_keys and (keys is None or key in keys)
+    others = sorted(grouped) if keys is None else [k for k in keys if k not in stack_keys]
+    return found + [
+        _not_in_stack(key, grouped.get(key, [])) for key in others if key not in stack_keys
     ]
-    return found
+
+
+def _not_in_stack(key: str, objects: Sequence[Mapping[str, Any]]) -> ReplicaObservation:
+    if not objects:
+        return ReplicaObservation(
+            key, "absent", "not in the stack, and no object of it exists", None, ()
+        )
+    return ReplicaObservation(
+        external_key=key,
+        state="orphaned",
+        reason="exactly ours, but its key is not in the stack; the next up deletes it only if "
+        "this stack created it",
+        endpoint=None,
+        objects=tuple(observed_object(obj) for obj in objects),
+    )
 
 
 def _key_hash(pod: Mapping[str, Any]) -> str | None:

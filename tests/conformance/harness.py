@@ -163,6 +163,12 @@ class Harness:
 
         return wait_for(observed, timeout=60, what=f"Deployment status of {key}")
 
+    def stored_files(self) -> list[Path]:
+        """Every file Pulumi wrote for this run: state, backups, history, and its logs."""
+        assert self.env.state_dir is not None
+        found = [*self.env.state_dir.rglob("*"), *self.env.pulumi_home.rglob("*.log*")]
+        return [path for path in found if path.is_file()]
+
     def text(self) -> str:
         return "".join(self.log)
 

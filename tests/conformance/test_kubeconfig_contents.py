@@ -54,7 +54,6 @@ def test_kubeconfig_contents_work_end_to_end_and_are_stored_encrypted(harness: H
     }
     # The state holds the contents (the decrypting export shows them) but only encrypted on disk.
     assert client_key in json.dumps(stack.export_stack().deployment)
-    for path in harness.env.state_dir.rglob("*"):
-        if path.is_file():
-            assert client_key.encode() not in path.read_bytes(), path
+    for path in harness.stored_files():
+        assert client_key.encode() not in path.read_bytes(), path
     assert client_key not in harness.text()

@@ -130,16 +130,21 @@ def test_environment_is_explicit_and_pins_plugins(tmp_path: Path) -> None:
 def test_any_diy_backend_url_passes_through_and_then_no_local_lock_is_read(
     tmp_path: Path,
 ) -> None:
-    env = automation.PulumiEnvironment(
-        state_dir=tmp_path,
-        pulumi_home=tmp_path,
-        passphrase="p",
-        backend_url="s3://infercrane-state?region=eu-west-1",
+    env = automation.PulumiEnvironment.for_backend(
+        "s3://infercrane-state?region=eu-west-1", pulumi_home=tmp_path, passphrase="p"
     )
     assert env.variables()["PULUMI_BACKEND_URL"] == "s3://infercrane-state?region=eu-west-1"
     assert env.local_state is None
     write_lock(tmp_path, "alive", os.getpid(), socket.gethostname())
     assert stack_locks(env.local_state, "t1") == []
+
+
+def test_a_file_backend_url_keeps_its_directory_local(tmp_path: Path) -> None:
+    env = automation.PulumiEnvironment.for_backend(
+        (tmp_path / "my state").as_uri(), pulumi_home=tmp_path, passphrase="p"
+    )
+    assert env.local_state == tmp_path / "my state"
+    assert env.variables()["PULUMI_BACKEND_URL"] == (tmp_path / "my state").as_uri()
 
 
 def write_lock(state_dir: Path, name: str, pid: int, host: str) -> Path:

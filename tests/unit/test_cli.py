@@ -7,12 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
 from infercrane_pulumi import cli, workloads
+from infercrane_pulumi.cluster.client import Cluster, Response
+from infercrane_pulumi.errors import StackBusyError
 from infercrane_pulumi.intents import load_stack_file
+from infercrane_pulumi.kinds import DEPLOYMENT, POD, SERVICE
 from tests.unit import samples
+from tests.unit.fake_cluster import FakeTransport
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "stacks" / "Pulumi.demo.yaml"
@@ -107,3 +112,75 @@ def test_secret_value_in_the_environment_never_reaches_rendered_output(
     code, out, err = run(["render", "--config", str(DEMO)])
     assert code == 0
     assert samples.SECRET_VALUE not in out + err
+
+
+SCHEMA = json.loads((ROOT / "infercrane_pulumi" / "schemas" / "envelope.schema.json").read_text())
+
+
+def valid_envelope(out: str) -> dict[str, Any]:
+    envelope: dict[str, Any] = json.loads(out)
+    jsonschema.Draft202012Validator(SCHEMA).validate(envelope)
+    return envelope
+
+
+def cluster_with(answers: dict[tuple[str, str], Response]) -> Any:
+    return lambda settings: Cluster(FakeTransport(answers))
+
+
+def test_render_doctor_and_inspect_envelopes_follow_the_shipped_schema() -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    objects = workloads.stack_objects(load_stack_file(DEMO))
+    listing = {
+        ("GET", DEPLOYMENT.collection("infercrane-system")): Response(
+            200, {"items": [o for o in objects if o["kind"] == "Deployment"]}
+        ),
+        ("GET", SERVICE.collection("infercrane-system")): Response(200, {"items": []}),
+        ("GET", POD.collection("infercrane-system")): Response(403, {"reason": "Forbidden"}),
+        ("GET", "/version"): Response(200, {"gitVersion": "v1.36.3"}),
+    }
+    for command in ("render", "doctor", "inspect"):
+        code, out, _ = run(
+            [command, "--config", str(DEMO), "--json"], connect=cluster_with(listing)
+        )
+        assert code == (1 if command == "doctor" else 0), out
+        envelope = valid_envelope(out)
+        assert envelope["command"] == command
+    inspected = valid_envelope(
+        run(["inspect", "--config", str(DEMO), "--json"], connect=cluster_with(listing))[1]
+    )
+    assert [(r["externalKey"], r["state"]) for r in inspected["result"]] == [
+        ("demo-qwen3-8b-r0", "degraded"),
+        ("demo-sglang-r0", "degraded"),
+    ]
+
+
+def test_an_error_envelope_follows_the_shipped_schema(tmp_path: Path) -> None:
+    path = write_stack(tmp_path, {"context": "c"}, [])
+    code, out, _ = run(["inspect", "--config", str(path), "--json"])
+    assert code == 2
+    assert valid_envelope(out)["ok"] is False
+
+
+def test_a_stack_run_without_backend_or_passphrase_is_invalid_input_naming_both() -> None:
+    code, out, err = run(["up", "--stack", "demo", "--project-dir", str(ROOT)], environ={})
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "up: no backend: pass --backend-url or set PULUMI_BACKEND_URL",
+        "up: no passphrase: pass --passphrase-file or set PULUMI_CONFIG_PASSPHRASE(_FILE)",
+    ]
+
+
+def test_a_busy_stack_exits_4_and_says_retryable() -> None:
+    assert cli.exit_code(StackBusyError("stack s: another operation holds its lock")) == 4
+    envelope = io.StringIO()
+    cli.emit_error(
+        StackBusyError("stack s: another operation holds its lock"),
+        command="up",
+        as_json=True,
+        out=envelope,
+    )
+    assert valid_envelope(envelope.getvalue())["error"] == {
+        "code": "stack-busy",
+        "retryable": True,
+        "problems": ["stack s: another operation holds its lock"],
+    }

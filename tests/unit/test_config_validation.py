@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.intents import load_stack_file, parse_stack_config
 from tests.unit import samples
 from tests.unit.pulumi_harness import run_program
 
@@ -382,3 +383,12 @@ def test_json_kubeconfig_contents_on_one_line_are_accepted() -> None:
     contents = json.dumps(yaml.safe_load(samples.KUBECONFIG_CONTENTS))
     config = parse_stack_config(samples.kubernetes(kubeconfig=contents), [samples.replica()])
     assert config.kubernetes.kubeconfig == contents
+
+
+def test_a_stack_file_with_an_encrypted_kubeconfig_still_loads(tmp_path: Path) -> None:
+    stack = tmp_path / "Pulumi.s.yaml"
+    kubernetes = samples.kubernetes(kubeconfig={"secure": "v1:abc:def"})
+    stack.write_text(
+        yaml.safe_dump({"config": {K: kubernetes, R: [samples.replica()]}}), encoding="utf-8"
+    )
+    assert load_stack_file(stack).kubernetes.kubeconfig is None

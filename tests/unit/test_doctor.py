@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.cluster.doctor import OWNED_VERBS, doctor
+from infercrane_pulumi.cluster.doctor import OWNED_VERBS, DoctorRow, doctor
 from infercrane_pulumi.kinds import DEPLOYMENT, SERVICE
 from tests.unit.fake_cluster import NS, FakeTransport, config
 
@@ -38,6 +38,19 @@ def test_doctor_checks_every_verb_on_every_owned_resource() -> None:
         ("ok", "list:deployments.apps"),
         *[("ok", f"rbac:{v}:services") for v in OWNED_VERBS],
         ("ok", "list:services"),
+        ("ok", "observe:pods"),
+    ]
+
+
+def test_without_the_optional_pod_reader_doctor_informs_and_still_passes() -> None:
+    rows = doctor(Cluster(_doctor_transport({"list:pods"})), config().kubernetes)
+    assert [r for r in rows if r.status != "ok"] == [
+        DoctorRow(
+            "info",
+            "observe:pods",
+            "not granted (optional: deploy/kubernetes/observe/); reasons come from the "
+            "workload's own conditions",
+        )
     ]
 
 

@@ -151,3 +151,15 @@ def test_kserve_endpoint_comes_from_the_status_address_when_present() -> None:
     isvc["status"] = {"address": {"url": f"http://{NAME}-predictor.{NS}.svc.cluster.local"}}
     [found] = observe(Cluster(served({INFERENCE_SERVICE: [isvc]})), config(workloadApi="kserve"))
     assert found.endpoint == f"http://{NAME}-predictor.{NS}.svc.cluster.local"
+
+
+def test_a_requested_key_outside_the_stack_is_absent_or_orphaned() -> None:
+    stray = workloads.stack_objects(
+        parse_stack_config(samples.kubernetes(), [samples.replica(externalKey="left-over")])
+    )
+    transport = served({DEPLOYMENT: stray[:1], SERVICE: stray[1:]})
+    found = observe(Cluster(transport), config(), ["removed", "left-over"])
+    assert [(o.external_key, o.state, len(o.objects)) for o in found] == [
+        ("removed", "absent", 0),
+        ("left-over", "orphaned", 2),
+    ]

@@ -73,10 +73,15 @@ def test_roles_grant_only_the_owned_resources_and_no_rbac_power() -> None:
                 "verbs": ["get", "list", "create", "patch", "delete"],
             },
         ],
+        "infercrane-observe-pods": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+        ],
     }
-    for role_rules in rules.values():
+    for name, role_rules in rules.items():
+        # Only the optional observation Role may read Pods, and it may only read them.
+        forbidden = FORBIDDEN_RESOURCES - ({"pods"} if name == "infercrane-observe-pods" else set())
         for rule in role_rules:
-            assert not FORBIDDEN_RESOURCES & set(rule["resources"])
+            assert not forbidden & set(rule["resources"])
             assert not FORBIDDEN_VERBS & set(rule["verbs"])
 
 
@@ -94,6 +99,7 @@ def test_role_bindings_bind_our_roles_to_the_control_plane_account() -> None:
     assert {b["roleRef"]["name"] for b in bindings} == {
         "infercrane-provider-deployment",
         "infercrane-provider-kserve",
+        "infercrane-observe-pods",
     }
     for binding in bindings:
         assert binding["roleRef"]["kind"] == "Role"

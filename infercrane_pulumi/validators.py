@@ -1,0 +1,135 @@
+"""Field rules of the configuration: constrained types and the checks behind them.
+
+Each rule is a pure function raising ``ValueError`` with a message that names the rule and,
+except for credentials, the offending value; pydantic turns them into per-field problems.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+import yaml
+from pydantic import AfterValidator, Field
+
+MAX_ARGV_ENTRIES = 128
+MAX_ARGV_ENTRY_CHARS = 4096
+MAX_EXTERNAL_KEY_BYTES = 253
+WORKLOAD_PLACEHOLDERS = frozenset({"MODEL", "MODEL_REVISION", "PORT"})
+
+_DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SECRET_KEY = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_QUALIFIED_NAME = re.compile(
+    rf"(?P<prefix>{_DNS_SUBDOMAIN.pattern})/(?P<name>{_LABEL_VALUE.pattern})"
+)
+_DIGEST_IMAGE = re.compile(
+    r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._/-][a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}"
+)
+_QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+# Kubernetes expands $(VAR) in command and args; either form would put the credential in argv.
+_CREDENTIAL_REFERENCES = ("${WORKER_API_KEY}", "$(INFERCRANE_WORKER_API_KEY)", "$(VLLM_API_KEY)")
+
+
+def _matching(pattern: re.Pattern[str], rule: str, max_len: int) -> AfterValidator:
+    def check(value: str) -> str:
+        if len(value) > max_len or not pattern.fullmatch(value):
+            raise ValueError(f"must be {rule} of at most {max_len} characters, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _qualified_name(value: str) -> str:
+    match = _QUALIFIED_NAME.fullmatch(value)
+    if not match or len(match["prefix"]) > 253 or len(match["name"]) > 63:
+        raise ValueError(f"must be a qualified name like 'nvidia.com/gpu', got {value!r}")
+    return value
+
+
+def _digest_pinned(value: str) -> str:
+    if not _DIGEST_IMAGE.fullmatch(value):
+        raise ValueError(
+            f"must be digest-pinned as <repository>@sha256:<64 lowercase hex>, got {value!r}"
+        )
+    return value
+
+
+def _printable(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def is_kubeconfig_contents(value: str) -> bool:
+    """A path is one line; kubeconfig contents are multi-line YAML or one-line JSON."""
+    return "\n" in value or value.lstrip().startswith("{")
+
+
+def kubeconfig_document(value: str) -> Mapping[str, Any] | None:
+    """The parsed contents, or None when ``value`` is a path (or not a mapping)."""
+    if not is_kubeconfig_contents(value):
+        return None
+    try:
+        document = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return None
+    return document if isinstance(document, Mapping) else None
+
+
+def _kubeconfig(value: str) -> str:
+    # Messages never quote the value: contents carry credentials.
+    if not is_kubeconfig_contents(value):
+        return _printable(value)
+    if kubeconfig_document(value) is None:
+        raise ValueError("contents must be a kubeconfig document (a YAML or JSON mapping)")
+    return value
+
+
+def _external_key(value: str) -> str:
+    _printable(value)
+    if value != value.strip():
+        raise ValueError("must not start or end with whitespace")
+    size = len(value.encode("utf-8"))
+    if size > MAX_EXTERNAL_KEY_BYTES:
+        raise ValueError(f"must be at most {MAX_EXTERNAL_KEY_BYTES} bytes, got {size}")
+    return value
+
+
+def _argv(value: list[str]) -> list[str]:
+    if len(value) > MAX_ARGV_ENTRIES:
+        raise ValueError(f"must have at most {MAX_ARGV_ENTRIES} entries, got {len(value)}")
+    for index, entry in enumerate(value):
+        if "\x00" in entry:
+            raise ValueError(f"entry {index} contains a NUL byte")
+        if len(entry) > MAX_ARGV_ENTRY_CHARS:
+            raise ValueError(f"entry {index} is longer than {MAX_ARGV_ENTRY_CHARS} characters")
+        for reference in _CREDENTIAL_REFERENCES:
+            if reference in entry:
+                raise ValueError(
+                    f"entry {index} references {reference}; the worker credential reaches "
+                    "the runtime only through its environment"
+                )
+    return value
+
+
+DnsLabel = Annotated[str, _matching(_DNS_LABEL, "a DNS label starting with a letter", 63)]
+DnsSubdomain = Annotated[str, _matching(_DNS_SUBDOMAIN, "a DNS subdomain", 253)]
+SecretKey = Annotated[
+    str, _matching(_SECRET_KEY, "[A-Za-z0-9._-] not starting or ending with '.', '-' or '_'", 253)
+]
+LabelValue = Annotated[str, _matching(_LABEL_VALUE, "a label value", 63)]
+QualifiedName = Annotated[str, AfterValidator(_qualified_name)]
+DigestImage = Annotated[str, AfterValidator(_digest_pinned)]
+Printable = Annotated[str, AfterValidator(_printable)]
+Kubeconfig = Annotated[str, AfterValidator(_kubeconfig)]
+ExternalKey = Annotated[str, AfterValidator(_external_key)]
+Argv = Annotated[list[str], AfterValidator(_argv)]
+Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
+Quantity = Annotated[str, _matching(_QUANTITY, "a memory quantity such as '16Gi'", 64)]

@@ -1,0 +1,75 @@
+"""A loopback TCP proxy in front of the API server that a test can cut and restore, to make
+the API server "go away" in the middle of a run without touching the control plane itself."""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import struct
+import threading
+
+from infercrane_dev.localcluster.ports import LOOPBACK
+
+
+class CuttableProxy:
+    def __init__(self, target_port: int) -> None:
+        self._target = (LOOPBACK, target_port)
+        self._listener: socket.socket | None = None
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self.port = 0
+
+    def start(self) -> CuttableProxy:
+        # create_server sets SO_REUSEADDR, so a restored proxy gets its old port back.
+        listener = socket.create_server((LOOPBACK, self.port))
+        self.port = listener.getsockname()[1]
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        return self
+
+    def cut(self) -> None:
+        """Refuse new connections and reset every open one, as a vanished server would."""
+        with self._lock:
+            listener, self._listener = self._listener, None
+            sockets, self._open = self._open, set()
+        if listener is not None:
+            listener.close()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                downstream, _ = listener.accept()
+            except OSError:
+                return  # cut
+            try:
+                upstream = socket.create_connection(self._target)
+            except OSError:
+                downstream.close()
+                continue
+            with self._lock:
+                self._open |= {downstream, upstream}
+            threading.Thread(target=self._pump, args=(downstream, upstream), daemon=True).start()
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        peers = {a: b, b: a}
+        with selectors.DefaultSelector() as selector:
+            for sock in peers:
+                selector.register(sock, selectors.EVENT_READ)
+            try:
+                while True:
+                    for key, _ in selector.select(timeout=1):
+                        data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                        if not data:
+                            return
+                        peers[key.fileobj].sendall(data)  # type: ignore[index]
+            except OSError:
+                return
+            finally:
+                for sock in peers:
+                    with contextlib.suppress(OSError):
+                        sock.close()

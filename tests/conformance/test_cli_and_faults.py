@@ -1,0 +1,225 @@
+"""The JSON CLI a control plane in another language drives, and the faults it must survive:
+a stack held by a live process, two processes at once, and the API server going away."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from infercrane_pulumi import kinds, naming
+from infercrane_pulumi.automation import NamespaceStack, stack_locks
+from infercrane_pulumi.errors import ClusterUnavailableError, StackBusyError
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from tests.conformance.harness import IMAGE, ROOT, Harness, replica, wait_for
+from tests.conformance.proxy import CuttableProxy
+
+pytestmark = pytest.mark.conformance
+SCHEMAS = ROOT / "infercrane_pulumi" / "schemas"
+ENVELOPE = jsonschema.Draft202012Validator(
+    json.loads((SCHEMAS / "envelope.schema.json").read_text())
+)
+PROGRESS = jsonschema.Draft202012Validator(
+    json.loads((SCHEMAS / "progress.schema.json").read_text())
+)
+
+
+def cli_env(harness: Harness) -> dict[str, str]:
+    """What an operator exports for the CLI: backend, passphrase, tools, kubeconfig."""
+    assert harness.env.state_dir is not None and harness.env.bin_dir is not None
+    return os.environ | {
+        "PULUMI_BACKEND_URL": harness.env.state_dir.as_uri(),
+        "PULUMI_CONFIG_PASSPHRASE": harness.env.passphrase,
+        "PULUMI_HOME": str(harness.env.pulumi_home),
+        "INFERCRANE_TOOLS_BIN": str(harness.env.bin_dir),
+        "KUBECONFIG": str(harness.control_plane.kubeconfig_path),
+    }
+
+
+def cli(harness: Harness, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "infercrane_pulumi",
+            *args,
+            "--stack",
+            harness.stack_name,
+            "--project-dir",
+            str(harness.project_dir),
+            "--json",
+        ],
+        env=cli_env(harness),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finished(process: subprocess.Popen[str]) -> tuple[int, dict[str, Any], str]:
+    out, err = process.communicate(timeout=300)
+    envelope: dict[str, Any] = json.loads(out)
+    ENVELOPE.validate(envelope)
+    return process.returncode, envelope, err
+
+
+def test_the_json_cli_previews_applies_observes_and_destroys_per_key(harness: Harness) -> None:
+    harness.configure([replica("cli-a"), replica("cli-b")])
+
+    code, previewed, _ = finished(cli(harness, "preview"))
+    assert code == 0
+    assert [(r["externalKey"], r["change"]) for r in previewed["result"]["replicas"]] == [
+        ("cli-a", "create"),
+        ("cli-b", "create"),
+    ]
+    assert harness.resource_versions() == {}
+
+    code, applied, progress = finished(cli(harness, "up", "--events"))
+    assert code == 0 and applied["result"]["summary"] == {
+        "add": 2,
+        "change": 0,
+        "destroy": 0,
+        "same": 0,
+        "changes": 2,
+    }
+    lines = [json.loads(line) for line in progress.splitlines()]
+    for line in lines:
+        PROGRESS.validate(line)
+    assert {
+        (line["externalKey"], line["op"])
+        for line in lines
+        if line["type"] == "done" and "externalKey" in line
+    } == {
+        ("cli-a", "create"),
+        ("cli-b", "create"),
+    }
+
+    code, again, _ = finished(cli(harness, "up"))
+    assert code == 0 and [r["change"] for r in again["result"]["replicas"]] == ["same", "same"]
+
+    code, inspected, _ = finished(cli(harness, "inspect"))
+    assert code == 0
+    assert [(r["externalKey"], r["state"]) for r in inspected["result"]] == [
+        ("cli-a", "provisioning"),
+        ("cli-b", "provisioning"),
+    ]
+
+    code, destroyed, _ = finished(cli(harness, "destroy"))
+    assert code == 0
+    assert [(r["externalKey"], r["change"]) for r in destroyed["result"]["replicas"]] == [
+        ("cli-a", "delete"),
+        ("cli-b", "delete"),
+    ]
+    assert harness.owned(kinds.DEPLOYMENT) == []
+
+
+def hold_lock(harness: Harness) -> tuple[subprocess.Popen[bytes], Path]:
+    """A live process holding the stack's lock, as a running `pulumi up` elsewhere would."""
+    assert harness.env.state_dir is not None
+    holder = subprocess.Popen(["sleep", "300"])
+    lock_dir = harness.env.state_dir / ".pulumi" / "locks" / "organization" / "infercrane"
+    lock = lock_dir / harness.stack_name / f"{uuid.uuid4()}.json"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(json.dumps({"pid": holder.pid, "hostname": os.uname().nodename}))
+    return holder, lock
+
+
+def test_a_stack_held_by_a_live_process_is_busy_and_retryable(harness: Harness) -> None:
+    harness.configure([replica("busy-a")])
+    harness.stack()
+    holder, lock = hold_lock(harness)
+    try:
+        code, envelope, _ = finished(cli(harness, "up"))
+        assert code == 4
+        assert envelope["error"] == {
+            "code": "stack-busy",
+            "retryable": True,
+            "problems": [f"stack {harness.stack_name}: another operation holds its lock"],
+        }
+        # A caller that waits gets through once the holder is done.
+        waiting = cli(harness, "up", "--wait", "120")
+        wait_for(lambda: harness.owned(kinds.DEPLOYMENT) == [] or None, timeout=5, what="waiting")
+    finally:
+        holder.send_signal(signal.SIGTERM)
+        holder.wait()
+        lock.unlink()
+    code, envelope, _ = finished(waiting)
+    assert code == 0 and [r["change"] for r in envelope["result"]["replicas"]] == ["create"]
+
+
+def test_two_processes_updating_one_stack_at_once_both_succeed_when_they_wait(
+    harness: Harness,
+) -> None:
+    keys = [f"race-{i}" for i in range(6)]
+    harness.configure([replica(k) for k in keys])
+    harness.stack()
+    first = cli(harness, "up", "--wait", "300")
+    wait_for(
+        lambda: stack_locks(harness.env.state_dir, harness.stack_name),
+        timeout=60,
+        what="the first run to take the lock",
+    )
+    second = cli(harness, "up", "--wait", "300")
+    results = [finished(first), finished(second)]
+    assert [code for code, _, _ in results] == [0, 0], [e for _, e, _ in results]
+    changes = sorted(
+        tuple(r["change"] for r in envelope["result"]["replicas"]) for _, envelope, _ in results
+    )
+    assert changes == [("create",) * 6, ("same",) * 6]  # the second saw the first's work
+    names = sorted(o["metadata"]["name"] for o in harness.owned(kinds.DEPLOYMENT))
+    assert names == sorted(naming.object_name(k) for k in keys)
+
+
+def test_the_api_server_going_away_mid_run_is_retryable_and_the_next_run_converges(
+    harness: Harness, tmp_path: Path
+) -> None:
+    kubeconfig = yaml.safe_load(harness.control_plane.kubeconfig_path.read_text())
+    server = kubeconfig["clusters"][0]["cluster"]["server"]
+    proxy = CuttableProxy(int(server.rsplit(":", 1)[1])).start()
+    kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
+    settings = KubernetesSettings.model_validate(
+        {
+            "context": harness.control_plane.provider_context,
+            "namespace": harness.namespace,
+            "imageDigest": IMAGE,
+            "kubeconfig": yaml.safe_dump(kubeconfig),
+        }
+    )
+    keys = [f"flaky-{i}" for i in range(20)]
+    intents = [ReplicaIntent.model_validate(replica(k)) for k in keys]
+    cut: list[bool] = []
+
+    def cut_after_the_first_object(event: Any) -> None:
+        if not cut and event.res_outputs_event is not None and harness.owned(kinds.DEPLOYMENT):
+            proxy.cut()
+            cut.append(True)
+
+    stack = NamespaceStack(
+        settings,
+        harness.env,
+        tmp_path / "workspace",
+        stack_name=harness.stack_name,
+        on_event=cut_after_the_first_object,
+    )
+    with pytest.raises(ClusterUnavailableError) as unavailable:
+        stack.ensure(intents)
+    assert unavailable.value.retryable and cut == [True]
+    assert 0 < len(harness.owned(kinds.DEPLOYMENT)) < len(keys)
+
+    proxy.start()  # the API server is back, at the same address
+    stack.on_event = None
+    result = stack.ensure(intents)
+    assert {r.change for r in result.replicas} <= {"create", "update", "same"}
+    for kind in (kinds.DEPLOYMENT, kinds.SERVICE):
+        names = sorted(o["metadata"]["name"] for o in harness.owned(kind))
+        assert names == sorted(naming.object_name(k) for k in keys)  # each exactly once
+    assert not isinstance(unavailable.value, StackBusyError)

@@ -1,0 +1,156 @@
+"""The control plane's interface on the real engine: intents held in code, per-key results,
+observation, a busy stack that says "retry", and several namespaces at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from infercrane_dev import DEPLOY_DIR
+from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
+from infercrane_pulumi import kinds, naming
+from infercrane_pulumi.automation import NamespaceStack, ensure_many
+from infercrane_pulumi.errors import ConfigError, RejectedError
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from tests.conformance.harness import IMAGE, Harness, wait_for
+
+pytestmark = pytest.mark.conformance
+
+
+def intent(key: str, **extra: Any) -> ReplicaIntent:
+    return ReplicaIntent.model_validate(
+        {"externalKey": key, "model": "Qwen/Qwen3-0.6B", "gpu": "NVIDIA-L4"} | extra
+    )
+
+
+def namespace_stack(
+    harness: Harness, workspace: Path, *, namespace: str = "", stack_name: str = ""
+) -> NamespaceStack:
+    """The control plane's stack for ``namespace`` (default: the test's), as the provider."""
+    settings = KubernetesSettings.model_validate(
+        {
+            "context": harness.control_plane.provider_context,
+            "namespace": namespace or harness.namespace,
+            "imageDigest": IMAGE,
+        }
+    )
+    return NamespaceStack(
+        settings, harness.env, workspace, stack_name=stack_name or harness.stack_name
+    )
+
+
+def test_ensure_observe_change_remove_and_destroy_per_key(harness: Harness, tmp_path: Path) -> None:
+    stack = namespace_stack(harness, tmp_path / "workspace")
+    a, b = intent("cp-a"), intent("cp-b", modelRevision="r1")
+
+    created = stack.ensure([a, b])
+    assert [(r.external_key, r.change) for r in created.replicas] == [
+        ("cp-a", "create"),
+        ("cp-b", "create"),
+    ]
+    for replica in created.replicas:
+        live = {
+            (kind.kind, obj["metadata"]["name"]): obj["metadata"]["uid"]
+            for kind in (kinds.DEPLOYMENT, kinds.SERVICE)
+            for obj in harness.owned(kind)
+            if obj["metadata"]["name"] == naming.object_name(replica.external_key)
+        }
+        assert {(o.kind, o.name): o.uid for o in replica.objects} == live
+        assert replica.endpoint == (
+            f"http://{naming.object_name(replica.external_key)}.{harness.namespace}.svc:8000"
+        )
+
+    # No scheduler and no Pod permission: the Deployment's own condition says why.
+    def provisioning_with_reason() -> list[Any] | None:
+        found = stack.observe()
+        reasons = [o.reason for o in found]
+        return found if all("MinimumReplicasUnavailable" in r for r in reasons) else None
+
+    observed = wait_for(provisioning_with_reason, timeout=60, what="a provisioning reason")
+    assert [(o.external_key, o.state) for o in observed] == [
+        ("cp-a", "provisioning"),
+        ("cp-b", "provisioning"),
+    ]
+
+    before = harness.resource_versions()
+    again = stack.ensure([a, b])
+    assert [r.change for r in again.replicas] == ["same", "same"]
+    assert harness.resource_versions() == before
+
+    changed = stack.ensure([a, intent("cp-b", modelRevision="r2")])
+    assert [(r.external_key, r.change) for r in changed.replicas] == [
+        ("cp-a", "same"),
+        ("cp-b", "update"),
+    ]
+
+    removed = stack.remove("cp-a")
+    assert [(r.external_key, r.change) for r in removed.replicas] == [
+        ("cp-b", "same"),
+        ("cp-a", "delete"),
+    ]
+    [gone] = stack.observe("cp-a")
+    assert (gone.state, gone.objects) == ("absent", ())
+    assert stack.remove("cp-a").replica("cp-a") is None  # removing again is no error
+
+    destroyed = stack.destroy()
+    assert [(r.external_key, r.change) for r in destroyed.replicas] == [("cp-b", "delete")]
+    assert harness.owned(kinds.DEPLOYMENT) == harness.owned(kinds.SERVICE) == []
+
+
+def test_bad_intents_are_refused_before_anything_is_written(
+    harness: Harness, tmp_path: Path
+) -> None:
+    stack = namespace_stack(harness, tmp_path / "workspace")
+    for intents, problem in (
+        ([intent("dup"), intent("dup")], "externalKey 'dup' appears 2 times"),
+        ([intent("Case-Key"), intent("case-key")], "differ only in case or whitespace"),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            stack.ensure(intents)
+        assert any(problem in p for p in refused.value.problems)
+    assert not (tmp_path / "workspace").exists()  # not even the workspace was written
+    assert harness.resource_versions() == {}
+
+
+def test_several_namespaces_at_once_and_one_failure_stops_no_other(
+    harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+) -> None:
+    requests = {}
+    for index in range(4):
+        namespace = f"{harness.namespace}-p{index}"
+        bootstrap_namespace(admin_client, namespace, deploy_dir=DEPLOY_DIR)
+        requests[namespace] = (
+            namespace_stack(
+                harness,
+                tmp_path / namespace,
+                namespace=namespace,
+                stack_name=f"{harness.stack_name}-p{index}",
+            ),
+            [intent(f"par-{index}-a"), intent(f"par-{index}-b")],
+        )
+    # A namespace nobody bootstrapped: the provider identity holds no Role there.
+    stranger = namespace_stack(
+        harness, tmp_path / "d", namespace="default", stack_name=f"{harness.stack_name}-d"
+    )
+    requests["default"] = (stranger, [intent("x")])
+
+    outcomes = ensure_many(requests, parallel=4)
+
+    refused = outcomes.pop("default")
+    assert isinstance(refused.error, RejectedError) and refused.result is None
+    assert "forbidden" in str(refused.error) and 'cannot get resource "deployments"' in str(
+        refused.error
+    )
+    for namespace, outcome in outcomes.items():
+        assert outcome.error is None and outcome.result is not None
+        assert [r.change for r in outcome.result.replicas] == ["create", "create"]
+        names = {
+            obj["metadata"]["name"]
+            for obj in harness.admin.select(kinds.DEPLOYMENT, namespace, naming.OWNED_SELECTOR)
+        }
+        assert names == {naming.object_name(i.external_key) for i in requests[namespace][1]}
+    for namespace in outcomes:
+        client.CoreV1Api(admin_client).delete_namespace(namespace)
