@@ -133,7 +133,9 @@ def run(args: argparse.Namespace, state_dir: Path) -> int:
         with new_api_client(target.kubeconfig, ADMIN_CONTEXT) as api:
             return _dispatch(args, target, api, pools)
     except (ApiException, HTTPError, NodeOperationError, OSError) as exc:
-        _err(f"{args.command} failed: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+        # One line: an ApiException's text goes on with response headers and body.
+        first_line = (str(exc) or repr(exc)).splitlines()[0]
+        _err(f"{args.command} failed: {first_line}")
         return EXIT_FAILED
 
 

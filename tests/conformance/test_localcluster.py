@@ -3,8 +3,9 @@
 Proves what the project relies on: RBAC separates the admin from the provider
 identity, the controller manager runs (Deployment -> ReplicaSet -> Pending Pod,
 garbage collection, namespace deletion), CRDs can be installed, and stopping
-leaves no process and no directory behind — both in-process and via the
-detached ``up`` / ``down`` CLI.
+leaves no process and no directory behind — both in-process (with and without
+scheduling) and via the detached ``up`` / ``down`` CLI, including ``up --node-pool``
+and the node subcommands.  Scheduling itself: ``test_localcluster_scheduling.py``.
 
 Skips (never passes) when the binaries are absent; set
 ``INFERCRANE_REQUIRE_TOOLS=1`` to turn that skip into a failure (for CI).
@@ -229,11 +230,19 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_stop_leaves_nothing_behind() -> None:
+@pytest.mark.parametrize("scheduling", [False, True], ids=["plain", "scheduling"])
+def test_stop_leaves_nothing_behind(scheduling: bool, pytestconfig: pytest.Config) -> None:
     require_toolchain()
-    plane = LocalControlPlane().start()
+    plane = LocalControlPlane(scheduling=scheduling).start()
+    show(pytestconfig, f"cold start (scheduling={scheduling}): {plane.cold_start_seconds:.1f}s")
     processes = plane.processes
-    assert [p.name for p in processes] == ["etcd", "kube-apiserver", "kube-controller-manager"]
+    extra = ["kube-scheduler", "kwok"] if scheduling else []
+    assert [p.name for p in processes] == [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        *extra,
+    ]
     workdir = plane.workdir
     assert _processes_mentioning(str(workdir))
 
@@ -286,3 +295,55 @@ def test_cli_up_down_round_trip(tmp_path: Path, pytestconfig: pytest.Config) -> 
     assert not state_dir.exists()
     again = _cli("down", "--dir", str(state_dir))
     assert again.returncode == 0, again.stderr
+
+
+def test_cli_up_with_node_pools_and_node_commands(
+    tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    state_dir = tmp_path / "state"
+    up = _cli(
+        "up",
+        "--dir",
+        str(state_dir),
+        "--node-pool",
+        "NVIDIA-L40S=2x1",
+        "--node-pool",
+        "NVIDIA-H100-80GB-HBM3=1x8",
+    )
+    assert up.returncode == 0, up.stderr
+    show(pytestconfig, f"`up --node-pool` output:\n{up.stdout}")
+    state = load_state(state_dir)
+    assert state is not None
+    try:
+        assert state.scheduling
+        assert [p.name for p in state.processes][-2:] == ["kube-scheduler", "kwok"]
+        assert "node pool: NVIDIA-L40S=2x1 (nvidia.com/gpu.product=NVIDIA-L40S)" in up.stdout
+        listed = _cli("nodes", "--dir", str(state_dir))
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.splitlines()[1:] == [
+            f"{'gpu-nvidia-h100-80gb-hbm3-0':<40} {'NVIDIA-H100-80GB-HBM3':<32} {8:>4} yes",
+            f"{'gpu-nvidia-l40s-0':<40} {'NVIDIA-L40S':<32} {1:>4} yes",
+            f"{'gpu-nvidia-l40s-1':<40} {'NVIDIA-L40S':<32} {1:>4} yes",
+        ]
+        added = _cli("add-pool", "--dir", str(state_dir), "--node-pool", "NVIDIA-L40S=1x1")
+        assert (added.returncode, added.stdout) == (0, "added NVIDIA-L40S=1x1: gpu-nvidia-l40s-2\n")
+        deleted = _cli("delete-node", "gpu-nvidia-l40s-0", "--dir", str(state_dir))
+        assert (deleted.returncode, deleted.stdout) == (0, "deleted node gpu-nvidia-l40s-0\n")
+        missing = _cli("delete-node", "gpu-nvidia-l40s-0", "--dir", str(state_dir))
+        assert missing.returncode == 1
+        assert (
+            missing.stderr
+            == "localcluster: delete-node failed: node gpu-nvidia-l40s-0 does not exist\n"
+        )
+        l40s = _cli("nodes", "--dir", str(state_dir), "--product", "NVIDIA-L40S")
+        assert [line.split()[0] for line in l40s.stdout.splitlines()[1:]] == [
+            "gpu-nvidia-l40s-1",
+            "gpu-nvidia-l40s-2",
+        ]
+    finally:
+        down = _cli("down", "--dir", str(state_dir))
+    assert down.returncode == 0, down.stderr
+    for process in state.processes:
+        assert group_members(process.pgid) == [], process.name
+    assert _processes_mentioning(str(state.workdir)) == []
+    assert not state_dir.exists()

@@ -429,3 +429,29 @@ def test_deleting_a_node_takes_its_pod_and_a_second_process_sees_it(
         lambda: _ready_pod(admin, namespace, "runtime"), timeout=120, what="the replacement to run"
     )
     assert (_name(rescheduled), rescheduled["spec"]["nodeName"]) == (_name(pending), second)
+
+
+def _heartbeat(api: client.ApiClient, node: str) -> str:
+    status = _json(api, client.CoreV1Api(api).read_node(node))["status"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"
+    return str(ready["lastHeartbeatTime"])
+
+
+def test_kwok_keeps_nodes_alive_with_heartbeats_and_a_lease(
+    admin: client.ApiClient, pools: Pools
+) -> None:
+    (node,) = pools.add("NVIDIA-T4", 1, 1)
+    first = _heartbeat(admin, node)
+    # The node-heartbeat Stage refreshes the conditions every 30-35 s.
+    later = wait_for(
+        lambda: (beat := _heartbeat(admin, node)) != first and beat,
+        timeout=90,
+        what=f"a heartbeat of {node}",
+    )
+    assert str(later) > first  # RFC 3339 UTC timestamps order as strings
+    # Like a kubelet, kwok holds a Lease per node (its holder is kwok's own id).
+    lease = client.CoordinationV1Api(admin).read_namespaced_lease(node, "kube-node-lease")
+    spec = _json(admin, lease)["spec"]
+    assert spec["leaseDurationSeconds"] == 40
+    assert spec["holderIdentity"] and spec["renewTime"]
