@@ -23,6 +23,7 @@ from infercrane_dev.localcluster.certs import PROVIDER_USER
 SHIPPED_NAMESPACE = "infercrane-system"
 BASE_FILES = ("base/namespace.yaml", "base/service-accounts.yaml", "base/provider-rbac.yaml")
 KSERVE_FILES = ("kserve/provider-rbac.yaml",)
+OBSERVE_FILES = ("observe/pods-reader.yaml",)
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,11 @@ class Bootstrapped:
     worker_secret_value: str  # for the caller's leak checks only; never print it
 
 
-def shipped_objects(namespace: str, *, kserve: bool, deploy_dir: Path) -> list[Any]:
+def shipped_objects(
+    namespace: str, *, kserve: bool, deploy_dir: Path, observe: bool = False
+) -> list[Any]:
     """The shipped manifests with ``infercrane-system`` replaced by ``namespace``."""
-    files = BASE_FILES + (KSERVE_FILES if kserve else ())
+    files = BASE_FILES + (KSERVE_FILES if kserve else ()) + (OBSERVE_FILES if observe else ())
     documents = [
         copy.deepcopy(doc)
         for name in files
@@ -74,10 +77,18 @@ def worker_secret(namespace: str, value: str) -> dict[str, Any]:
 
 
 def bootstrap_namespace(
-    admin: ApiClient, namespace: str, *, deploy_dir: Path, kserve: bool = False
+    admin: ApiClient,
+    namespace: str,
+    *,
+    deploy_dir: Path,
+    kserve: bool = False,
+    observe: bool = False,
 ) -> Bootstrapped:
-    """Create everything a stack in ``namespace`` needs; objects that already exist are kept."""
-    documents = shipped_objects(namespace, kserve=kserve, deploy_dir=deploy_dir)
+    """Create everything a stack in ``namespace`` needs; objects that already exist are kept.
+
+    ``observe`` also binds the optional read-only Pod Role (``deploy/kubernetes/observe``).
+    """
+    documents = shipped_objects(namespace, kserve=kserve, deploy_dir=deploy_dir, observe=observe)
     roles = tuple(doc["metadata"]["name"] for doc in documents if doc["kind"] == "Role")
     value = secrets.token_urlsafe(32)
     documents += [user_binding(namespace, role) for role in roles]

@@ -116,10 +116,12 @@ class NamespaceStack:
             mode="json", by_alias=True, exclude_none=True, exclude={"kubeconfig"}
         )
         replicas = [intent.model_dump(mode="json", by_alias=True) for intent in config.replicas]
+        # Both forms, as `pulumi config --json` prints them: with objectValue the stack file
+        # holds YAML structure a person (or `render --stack`) can read, not a JSON string.
         document = json.dumps(
             {
-                KUBERNETES_KEY: {"value": json.dumps(settings), "secret": False},
-                REPLICAS_KEY: {"value": json.dumps(replicas), "secret": False},
+                key: {"value": json.dumps(value), "objectValue": value, "secret": False}
+                for key, value in ((KUBERNETES_KEY, settings), (REPLICAS_KEY, replicas))
             },
             sort_keys=True,
         )

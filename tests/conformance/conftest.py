@@ -20,7 +20,9 @@ from tests.conformance.harness import ROOT, Harness, require_toolchain, show
 @pytest.fixture(scope="session")
 def control_plane(pytestconfig: pytest.Config) -> Iterator[LocalControlPlane]:
     require_toolchain()
-    plane = LocalControlPlane().start()
+    # Scheduling on (kube-scheduler + kwok), but no node until a test adds a pool of its own
+    # GPU product: the other tests' Pods stay Pending, as before.
+    plane = LocalControlPlane(scheduling=True).start()
     show(pytestconfig, f"local control plane cold start: {plane.cold_start_seconds:.1f}s")
     try:
         yield plane
@@ -53,9 +55,13 @@ def pulumi_env(
     )
 
 
-def _bootstrap(admin_client: client.ApiClient, *, kserve: bool) -> Iterator[Bootstrapped]:
+def _bootstrap(
+    admin_client: client.ApiClient, *, kserve: bool = False, observe: bool = False
+) -> Iterator[Bootstrapped]:
     namespace = f"ic-{uuid.uuid4().hex[:8]}"
-    done = bootstrap_namespace(admin_client, namespace, deploy_dir=DEPLOY_DIR, kserve=kserve)
+    done = bootstrap_namespace(
+        admin_client, namespace, deploy_dir=DEPLOY_DIR, kserve=kserve, observe=observe
+    )
     yield done
     # Background deletion: the namespace controller finishes it; no test waits on it.
     client.CoreV1Api(admin_client).delete_namespace(namespace)
@@ -63,7 +69,13 @@ def _bootstrap(admin_client: client.ApiClient, *, kserve: bool) -> Iterator[Boot
 
 @pytest.fixture
 def bootstrapped(admin_client: client.ApiClient) -> Iterator[Bootstrapped]:
-    yield from _bootstrap(admin_client, kserve=False)
+    yield from _bootstrap(admin_client)
+
+
+@pytest.fixture
+def observing_bootstrapped(admin_client: client.ApiClient) -> Iterator[Bootstrapped]:
+    """A namespace whose provider may also read Pods (the optional observe Role)."""
+    yield from _bootstrap(admin_client, observe=True)
 
 
 @pytest.fixture
@@ -96,6 +108,19 @@ def harness(
     tmp_path: Path,
 ) -> Harness:
     return _harness(control_plane, pulumi_env, admin_client, bootstrapped.namespace, tmp_path)
+
+
+@pytest.fixture
+def observing_harness(
+    control_plane: LocalControlPlane,
+    pulumi_env: automation.PulumiEnvironment,
+    admin_client: client.ApiClient,
+    observing_bootstrapped: Bootstrapped,
+    tmp_path: Path,
+) -> Harness:
+    return _harness(
+        control_plane, pulumi_env, admin_client, observing_bootstrapped.namespace, tmp_path
+    )
 
 
 @pytest.fixture

@@ -1,0 +1,209 @@
+"""Pods that run: intents on simulated GPU node pools (kube-scheduler + kwok), observed the way
+the control plane observes them. Each test uses GPU products of its own, so the pools one test
+adds never serve another test's intents."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from infercrane_dev.localcluster.nodepools import NodePool
+from infercrane_dev.localcluster.nodes import add_node_pool, delete_node, list_pool_nodes
+from infercrane_pulumi import kinds, naming
+from infercrane_pulumi.automation import NamespaceStack
+from infercrane_pulumi.cluster.observe import ReplicaObservation
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from tests.conformance.harness import IMAGE, Harness, wait_for
+
+pytestmark = pytest.mark.conformance
+SETTLE = 120  # seconds: scheduling, kwok's stages and the readiness delay, on a busy machine
+
+
+def product(name: str) -> str:
+    """A GPU product label value no other test uses."""
+    return f"{name}-{uuid.uuid4().hex[:6]}"
+
+
+def intent(key: str, gpu: str, **extra: Any) -> ReplicaIntent:
+    return ReplicaIntent.model_validate(
+        {"externalKey": key, "model": "Qwen/Qwen3-0.6B", "gpu": gpu} | extra
+    )
+
+
+def stack_for(harness: Harness, workspace: Path) -> NamespaceStack:
+    settings = KubernetesSettings.model_validate(
+        {
+            "context": harness.control_plane.provider_context,
+            "namespace": harness.namespace,
+            "imageDigest": IMAGE,
+        }
+    )
+    return NamespaceStack(settings, harness.env, workspace, stack_name=harness.stack_name)
+
+
+def states(stack: NamespaceStack) -> dict[str, tuple[str, str]]:
+    return {o.external_key: (o.state, o.reason) for o in stack.observe()}
+
+
+def until_state(
+    stack: NamespaceStack, key: str, state: str, *, contains: str = ""
+) -> ReplicaObservation:
+    def reached() -> ReplicaObservation | None:
+        [found] = stack.observe(key)
+        return found if found.state == state and contains in found.reason else None
+
+    return wait_for(reached, timeout=SETTLE, what=f"{key} {state} {contains!r}")
+
+
+def pods_of(admin_client: client.ApiClient, namespace: str, key: str) -> list[Any]:
+    selector = f"{naming.LABEL_KEY_HASH}={naming.key_hash(key)}"
+    return list(
+        client.CoreV1Api(admin_client).list_namespaced_pod(namespace, label_selector=selector).items
+    )
+
+
+def inspect_in_a_fresh_process(harness: Harness, workspace: Path) -> list[dict[str, Any]]:
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infercrane_pulumi",
+            "inspect",
+            "--stack",
+            harness.stack_name,
+            "--project-dir",
+            str(workspace),
+            "--json",
+        ],
+        env=os.environ | {"KUBECONFIG": str(harness.control_plane.kubeconfig_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    result: list[dict[str, Any]] = json.loads(completed.stdout)["result"]
+    return result
+
+
+def test_an_intent_on_its_pool_becomes_ready_and_its_service_lists_the_pod(
+    observing_harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+) -> None:
+    harness, l40s = observing_harness, product("NVIDIA-L40S")
+    add_node_pool(admin_client, NodePool(l40s, nodes=1, gpus_per_node=1))
+    stack = stack_for(harness, tmp_path / "ws")
+    stack.ensure([intent("ready-r0", l40s)])
+
+    until_state(stack, "ready-r0", "ready")
+    [fresh] = inspect_in_a_fresh_process(harness, tmp_path / "ws")
+    assert (fresh["externalKey"], fresh["state"]) == ("ready-r0", "ready")
+
+    [pod] = pods_of(admin_client, harness.namespace, "ready-r0")
+    [node] = list_pool_nodes(admin_client, l40s)
+    assert pod.spec.node_name == node.name
+    slices = client.DiscoveryV1Api(admin_client).list_namespaced_endpoint_slice(
+        harness.namespace,
+        label_selector=f"kubernetes.io/service-name={naming.object_name('ready-r0')}",
+    )
+    ready = [
+        address
+        for item in slices.items
+        for endpoint in item.endpoints or []
+        if endpoint.conditions and endpoint.conditions.ready
+        for address in endpoint.addresses
+    ]
+    assert ready == [pod.status.pod_ip]
+
+
+def test_a_product_without_nodes_stays_provisioning_until_its_pool_appears(
+    observing_harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+) -> None:
+    harness = observing_harness
+    present, missing = product("NVIDIA-L40S"), product("NVIDIA-H100")
+    add_node_pool(admin_client, NodePool(present, nodes=1, gpus_per_node=8))
+    stack = stack_for(harness, tmp_path / "ws")
+    stack.ensure([intent("h100-r0", missing)])
+
+    waiting = until_state(stack, "h100-r0", "provisioning", contains="node affinity/selector")
+    assert waiting.reason.startswith("Unschedulable: ")
+    # Never substituted: the free L40S GPUs stay unused.
+    [pod] = pods_of(admin_client, harness.namespace, "h100-r0")
+    assert pod.spec.node_name is None
+
+    add_node_pool(admin_client, NodePool(missing, nodes=1, gpus_per_node=1))
+    until_state(stack, "h100-r0", "ready")  # without another up
+    [pod] = pods_of(admin_client, harness.namespace, "h100-r0")
+    assert pod.spec.node_name in {n.name for n in list_pool_nodes(admin_client, missing)}
+
+
+def test_more_intents_than_gpus_leave_the_extras_provisioning(
+    observing_harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+) -> None:
+    harness, l4 = observing_harness, product("NVIDIA-L4")
+    add_node_pool(admin_client, NodePool(l4, nodes=1, gpus_per_node=2))
+    stack = stack_for(harness, tmp_path / "ws")
+    keys = ["fill-r0", "fill-r1", "fill-r2"]
+    stack.ensure([intent(k, l4) for k in keys])
+
+    def settled() -> dict[str, tuple[str, str]] | None:
+        found = states(stack)
+        counted = sorted(state for state, _ in found.values())
+        return found if counted == ["provisioning", "ready", "ready"] else None
+
+    found = wait_for(settled, timeout=SETTLE, what="two ready, one provisioning")
+    [(_, reason)] = [v for v in found.values() if v[0] == "provisioning"]
+    assert "Insufficient nvidia.com/gpu" in reason
+
+
+def test_a_revision_change_recreates_without_two_pods_and_never_reports_the_old_one_ready(
+    observing_harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+) -> None:
+    harness, gpu = observing_harness, product("NVIDIA-A100")
+    add_node_pool(admin_client, NodePool(gpu, nodes=1, gpus_per_node=2))
+    stack = stack_for(harness, tmp_path / "ws")
+    stack.ensure([intent("roll-r0", gpu, modelRevision="rev-1")])
+    until_state(stack, "roll-r0", "ready")
+
+    stack.ensure([intent("roll-r0", gpu, modelRevision="rev-2")])
+    deadline, seen_ready = time.monotonic() + SETTLE, False
+    while not seen_ready:
+        assert time.monotonic() < deadline, "rev-2 never became ready"
+        running = [
+            p
+            for p in pods_of(admin_client, harness.namespace, "roll-r0")
+            if p.status.phase == "Running" and p.metadata.deletion_timestamp is None
+        ]
+        assert len(running) <= 1, [p.metadata.name for p in running]
+        [observed] = stack.observe("roll-r0")
+        if observed.state == "ready":
+            # Ready must mean rev-2 serves: the one running Pod carries the new revision.
+            [pod] = running or pods_of(admin_client, harness.namespace, "roll-r0")
+            assert "rev-2" in pod.spec.containers[0].args
+            seen_ready = True
+        time.sleep(0.2)
+
+
+def test_losing_the_node_leaves_ready_and_capacity_coming_back_restores_it(
+    observing_harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+) -> None:
+    harness, gpu = observing_harness, product("NVIDIA-L40S")
+    [node] = add_node_pool(admin_client, NodePool(gpu, nodes=1, gpus_per_node=1))
+    stack = stack_for(harness, tmp_path / "ws")
+    stack.ensure([intent("lost-r0", gpu)])
+    until_state(stack, "lost-r0", "ready")
+
+    delete_node(admin_client, node)
+    # The pod garbage collector removes the Pod of a vanished node after its quarantine.
+    until_state(stack, "lost-r0", "provisioning", contains="Unschedulable")
+    add_node_pool(admin_client, NodePool(gpu, nodes=1, gpus_per_node=1))
+    until_state(stack, "lost-r0", "ready")
+    assert harness.owned(kinds.DEPLOYMENT)  # nothing of ours was re-applied or lost
