@@ -455,3 +455,32 @@ def test_kwok_keeps_nodes_alive_with_heartbeats_and_a_lease(
     spec = _json(admin, lease)["spec"]
     assert spec["leaseDurationSeconds"] == 40
     assert spec["holderIdentity"] and spec["renewTime"]
+
+
+def test_ready_after_annotation_overrides_the_probe_delay(
+    admin: client.ApiClient, namespace: str, pools: Pools
+) -> None:
+    pools.add("NVIDIA-L4", 2, 1)
+    product = pools.product("NVIDIA-L4")
+    stuck = _bare_pod("stuck", product, 1)
+    stuck["metadata"]["annotations"] = {"infercrane.dev/simulated-ready-after": "8760h"}
+    _create(admin, namespace, stuck)
+    prompt = _bare_pod("prompt", product, 1)
+    del prompt["spec"]["containers"][0]["readinessProbe"]  # no probe: Ready as soon as running
+    _create(admin, namespace, prompt)
+    core = client.CoreV1Api(admin)
+
+    def read(name: str) -> dict[str, Any]:
+        return dict(_json(admin, core.read_namespaced_pod(name, namespace)))
+
+    def running(name: str) -> dict[str, Any] | None:
+        pod = read(name)
+        return pod if pod["status"].get("phase") == "Running" else None
+
+    wait_for(
+        lambda: _is_ready(read("prompt")), timeout=60, what="the Pod without a probe to be Ready"
+    )
+    # Created first, running as well, and a year away from Ready.
+    pod = wait_for(lambda: running("stuck"), timeout=60, what="the annotated Pod to run")
+    assert not _is_ready(pod)
+    assert _condition(pod, "Ready")["reason"] == "ContainersNotReady"
