@@ -134,14 +134,22 @@ def parse_stack_config(kubernetes: Any, replicas: Any) -> StackConfig:
 def load_stack_file(path: Path) -> StackConfig:
     """Read a ``stacks/Pulumi.<stack>.yaml`` file and validate its ``config`` section."""
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError([f"{path}: cannot read ({error.strerror})"]) from error
+    return parse_stack_text(text, source=str(path))
+
+
+def parse_stack_text(text: str, *, source: str) -> StackConfig:
+    """Validate a stack file's text wherever it came from (a file, a git revision);
+    ``source`` names it in the problems that concern the whole document."""
+    try:
+        document = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise ConfigError([f"{path}: not valid YAML"]) from error
+        raise ConfigError([f"{source}: not valid YAML"]) from error
     section = document.get("config") if isinstance(document, Mapping) else None
     if not isinstance(section, Mapping):
-        raise ConfigError([f"{path}: has no 'config' mapping"])
+        raise ConfigError([f"{source}: has no 'config' mapping"])
     kubernetes = section.get(KUBERNETES_KEY)
     if isinstance(kubernetes, Mapping) and isinstance(kubernetes.get("kubeconfig"), Mapping):
         # An encrypted (`secure:`) kubeconfig is Pulumi's to decrypt at run time; readers of

@@ -1,0 +1,258 @@
+"""What a change does to one stack, per external key: the neutral model every review output uses.
+
+Two producers fill it: the offline diff (objects rendered at a base ref and at head, no cluster)
+and a preview (old/new inputs from the engine's events). Both end in one ``StackChanges``, so
+the PR comment and the JSON look the same whichever produced them. Pure: objects in, values out.
+
+Replacement rule. An object is *replaced* (deleted, then created) when a field that Kubernetes
+refuses to change in place differs: for every kind ``apiVersion``, ``kind``, ``metadata.name``
+and ``metadata.namespace`` (a different object altogether); a Deployment's ``spec.selector``
+(immutable in ``apps/v1``); a Service's ``spec.clusterIP`` and ``spec.clusterIPs`` (immutable
+once allocated). Any other difference is an in-place *update*. A key is ``replace`` when one of
+its objects is, or when it both loses and gains objects (a workload API switch); else it takes
+the one change its changed objects share.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from infercrane_pulumi import naming, yamldiff
+
+Change = Literal["create", "update", "replace", "delete", "same"]
+Manifest = Mapping[str, Any]
+
+IMMUTABLE_FIELDS: Mapping[str, tuple[tuple[str, ...], ...]] = {
+    "": (("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")),
+    "Deployment": (("spec", "selector"),),
+    "Service": (("spec", "clusterIP"), ("spec", "clusterIPs")),
+}
+# Most consequential first: that is the order reviewers read, and the order a size cut keeps.
+SEVERITY: Mapping[Change, int] = {"delete": 0, "replace": 1, "update": 2, "create": 3, "same": 4}
+
+
+@dataclass(frozen=True)
+class ObjectDiff:
+    kind: str
+    name: str
+    change: Change
+    diff: str  # unified YAML of the changed fields only (``yamldiff``)
+
+
+@dataclass(frozen=True)
+class KeyChange:
+    external_key: str
+    change: Change
+    objects: tuple[ObjectDiff, ...]
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A key deleted and a key created whose intents are otherwise equal."""
+
+    old_key: str
+    new_key: str
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Found by a refresh: the cluster differs from Pulumi's state (not proposed by the change)."""
+
+    external_key: str
+    kind: str
+    name: str
+    fields: tuple[str, ...]
+    gone: bool  # deleted out of band
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Counts of external keys (not objects) by what happens to them."""
+
+    add: int
+    change: int
+    destroy: int
+    same: int
+
+    @classmethod
+    def of(cls, changes: Iterable[Change]) -> Summary:
+        counted = list(changes)
+        return cls(
+            add=counted.count("create"),
+            change=counted.count("update") + counted.count("replace"),
+            destroy=counted.count("delete"),
+            same=counted.count("same"),
+        )
+
+    @property
+    def changes(self) -> int:
+        return self.add + self.change + self.destroy
+
+    @property
+    def line(self) -> str:
+        if not self.changes:
+            return "No changes"
+        return (
+            f"Plan: {self.add} to add, {self.change} to change, {self.destroy} to destroy, "
+            f"{self.same} unchanged"
+        )
+
+
+@dataclass(frozen=True)
+class StackChanges:
+    operation: str  # what produced it: diff | preview
+    project: str
+    stack: str
+    replicas: tuple[KeyChange, ...]
+    renames: tuple[Rename, ...] = ()
+    drift: tuple[Drift, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> Summary:
+        return Summary.of(replica.change for replica in self.replicas)
+
+    @property
+    def deleted_keys(self) -> list[str]:
+        return [r.external_key for r in self.replicas if r.change == "delete"]
+
+
+def _at(document: Any, path: Sequence[str]) -> Any:
+    for part in path:
+        document = document.get(part) if isinstance(document, Mapping) else None
+    return document
+
+
+def object_change(old: Manifest | None, new: Manifest | None) -> Change:
+    """The change of one object between two versions of it (``None``: absent on that side)."""
+    return _change(*_cleaned(old, new))
+
+
+def _cleaned(*objects: Manifest | None) -> list[dict[str, Any] | None]:
+    return [None if obj is None else yamldiff.clean(obj) for obj in objects]
+
+
+def _change(before: dict[str, Any] | None, after: dict[str, Any] | None) -> Change:
+    if before is None:
+        return "same" if after is None else "create"
+    if after is None:
+        return "delete"
+    if before == after:
+        return "same"
+    immutable = IMMUTABLE_FIELDS[""] + IMMUTABLE_FIELDS.get(str(after.get("kind")), ())
+    if any(_at(before, path) != _at(after, path) for path in immutable):
+        return "replace"
+    return "update"
+
+
+def object_diff(old: Manifest | None, new: Manifest | None) -> ObjectDiff:
+    before, after = _cleaned(old, new)
+    either = after if after is not None else before
+    assert either is not None, "an object absent on both sides has no diff"
+    return ObjectDiff(
+        kind=str(either.get("kind")),
+        name=str((either.get("metadata") or {}).get("name")),
+        change=_change(before, after),
+        diff=yamldiff.diff_clean(before, after),
+    )
+
+
+def key_change(objects: Iterable[ObjectDiff]) -> Change:
+    changes = {obj.change for obj in objects} - {"same"}
+    if not changes:
+        return "same"
+    if len(changes) == 1:
+        return next(iter(changes))
+    return "replace" if "replace" in changes or {"create", "delete"} <= changes else "update"
+
+
+def external_key(obj: Manifest) -> str:
+    return str(obj["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY])
+
+
+def by_key(objects: Iterable[Manifest]) -> dict[str, list[Manifest]]:
+    grouped: dict[str, list[Manifest]] = {}
+    for obj in objects:
+        grouped.setdefault(external_key(obj), []).append(obj)
+    return grouped
+
+
+def compare(
+    before: Mapping[str, Sequence[Manifest]], after: Mapping[str, Sequence[Manifest]]
+) -> list[KeyChange]:
+    """Per external key (objects grouped by ``by_key``), each object matched by kind and name;
+    most consequential first."""
+    replicas = []
+    for key in before.keys() | after.keys():
+        olds = {(o["kind"], o["metadata"]["name"]): o for o in before.get(key, [])}
+        news = {(o["kind"], o["metadata"]["name"]): o for o in after.get(key, [])}
+        objects = tuple(
+            object_diff(olds.get(ident), news.get(ident))
+            for ident in sorted(olds.keys() | news.keys())
+        )
+        replicas.append(KeyChange(key, key_change(objects), objects))
+    return sorted(replicas, key=lambda r: (SEVERITY[r.change], r.external_key))
+
+
+def _shape(key: str, objects: Sequence[Manifest]) -> str:
+    """The objects with everything derived from the key blanked out (names, hashes, the key
+    itself): two keys with the same shape have the same intent but for the key."""
+    name, digest = naming.object_name(key), naming.key_hash(key)
+    keyed = {naming.ANNOTATION_EXTERNAL_KEY, naming.ANNOTATION_INTENT_HASH}
+
+    def blank(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: blank(v) for k, v in value.items() if k not in keyed}
+        if isinstance(value, list):
+            return [blank(item) for item in value]
+        if isinstance(value, str):
+            return value.replace(name, "<name>").replace(digest, "<hash>")
+        return value
+
+    shaped = sorted((blank(yamldiff.clean(obj)) for obj in objects), key=lambda o: o["kind"])
+    return json.dumps(shaped, sort_keys=True)
+
+
+def find_renames(
+    deleted: Mapping[str, Sequence[Manifest]], created: Mapping[str, Sequence[Manifest]]
+) -> list[Rename]:
+    """Pairs of a deleted and a created key whose objects differ only by the key; each key is
+    paired at most once, in key order."""
+    candidates: dict[str, list[str]] = {}
+    for key in sorted(created):
+        candidates.setdefault(_shape(key, created[key]), []).append(key)
+    renames = []
+    for key in sorted(deleted):
+        twins = candidates.get(_shape(key, deleted[key]))
+        if twins:
+            renames.append(Rename(old_key=key, new_key=twins.pop(0)))
+    return renames
+
+
+def stack_changes(
+    *,
+    operation: str,
+    project: str,
+    stack: str,
+    old: Sequence[Manifest],
+    new: Sequence[Manifest],
+    notes: Sequence[str] = (),
+) -> StackChanges:
+    """Compare two renderings of one stack (e.g. at a base ref and at head)."""
+    before, after = by_key(old), by_key(new)
+    replicas = compare(before, after)
+    renames = find_renames(
+        {r.external_key: before[r.external_key] for r in replicas if r.change == "delete"},
+        {r.external_key: after[r.external_key] for r in replicas if r.change == "create"},
+    )
+    return StackChanges(
+        operation=operation,
+        project=project,
+        stack=stack,
+        replicas=tuple(replicas),
+        renames=tuple(renames),
+        notes=tuple(notes),
+    )
