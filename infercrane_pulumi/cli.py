@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from infercrane_pulumi import manifests, views, workloads
-from infercrane_pulumi.automation import PulumiEnvironment, namespaces, stacks
-from infercrane_pulumi.automation.project import STACK_CONFIG_DIR
+from infercrane_pulumi import comments, manifests, offline_diff, views, workloads
+from infercrane_pulumi.automation import PulumiEnvironment, namespaces, results, stacks
+from infercrane_pulumi.automation.project import PROJECT_NAME, STACK_CONFIG_DIR
 from infercrane_pulumi.cluster import client, doctor, observe
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
@@ -117,9 +117,11 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> Result:
     """``preview``, ``up`` or ``destroy`` of the stack file, with per-key results."""
     config: StackConfig = load_stack_file(stack_file(args))
     env = pulumi_environment(args, ctx.environ)
+    events: list[Any] = []
 
     def on_event(event: Any) -> None:
-        record = views.progress_record(event)
+        events.append(event)
+        record = views.progress_record(event) if args.events else None
         if record is not None:
             ctx.stderr.write(json.dumps(record, sort_keys=True) + "\n")
             ctx.stderr.flush()
@@ -132,9 +134,12 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> Result:
         args.command,
         config,
         on_output=live,
-        on_event=on_event if args.events else None,
+        on_event=on_event,
         wait_seconds=args.wait,
     )
+    if args.format == "markdown":
+        review = results.stack_changes(args.command, PROJECT_NAME, args.stack, events)
+        return Result(args.command, True, text=comments.comment([review]))
     header, rows = views.stack_result_table(result)
     return Result(
         args.command,
@@ -145,6 +150,15 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> Result:
     )
 
 
+def diff(args: argparse.Namespace, ctx: Context) -> Result:
+    """The offline diff against a git base: no cluster, no Pulumi, no secrets."""
+    configs = None if args.all else [Path(args.config).resolve()]
+    data, markdown = offline_diff.diff_command(
+        base=args.base, configs=configs, repo=Path(args.project_dir)
+    )
+    return Result("diff", True, data=data, text=markdown)
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace, Context], Result]] = {
     "render": render,
     "doctor": run_doctor,
@@ -152,6 +166,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace, Context], Result]] = {
     "preview": run_stack,
     "up": run_stack,
     "destroy": run_stack,
+    "diff": diff,
 }
 HELP = {
     "render": "print the exact objects of a stack as YAML (no cluster, no Pulumi)",
@@ -160,6 +175,7 @@ HELP = {
     "preview": "what `up` would change, per external key (refreshes first; writes nothing)",
     "up": "apply the stack: refresh, ownership preflight, server-side apply (never forced)",
     "destroy": "delete every object of the stack (the preflight runs first)",
+    "diff": "what a change does, per key, against a git base (offline: no cluster, no secrets)",
 }
 
 
@@ -174,6 +190,11 @@ def parser() -> argparse.ArgumentParser:
         if name in STACK_COMMANDS:
             command.add_argument("--stack", required=True, help="stack name")
             command.set_defaults(config=None)
+        elif name == "diff":
+            which = command.add_mutually_exclusive_group(required=True)
+            which.add_argument("--config", type=Path, help="a stack file (Pulumi.<stack>.yaml)")
+            which.add_argument("--all", action="store_true", help="every stack under stacks/")
+            command.add_argument("--base", required=True, help="git ref to compare against")
         else:
             where = command.add_mutually_exclusive_group(required=True)
             where.add_argument("--config", type=Path, help="a stack file (Pulumi.<stack>.yaml)")
@@ -182,6 +203,13 @@ def parser() -> argparse.ArgumentParser:
             )
         command.add_argument("--project-dir", default=".", help="where Pulumi.yaml is")
         command.add_argument("--json", action="store_true", help="versioned JSON envelope")
+        if name in ("preview", "diff"):
+            command.add_argument(
+                "--format",
+                choices=["table", "json", "markdown"],
+                default="markdown" if name == "diff" else "table",
+                help="markdown: the pull-request comment; json: same as --json",
+            )
         if name == "inspect":
             command.add_argument("--key", help="observe one external key only")
         if name in STACK_COMMANDS:
@@ -249,6 +277,8 @@ def main(
     stderr: TextIO = sys.stderr,
 ) -> int:
     args = parser().parse_args(argv)
+    args.json = args.json or getattr(args, "format", None) == "json"
+    args.format = getattr(args, "format", "table")
     try:
         result = HANDLERS[args.command](args, Context(connect, environ, stderr))
     except KeyboardInterrupt:

@@ -11,14 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import naming, workloads
+from infercrane_pulumi import naming, workloads, yamldiff
+from infercrane_pulumi.changes import (
+    SEVERITY,
+    Change,
+    Drift,
+    KeyChange,
+    ObjectDiff,
+    StackChanges,
+    Summary,
+    find_renames,
+    key_change,
+)
 from infercrane_pulumi.intents import StackConfig
 
-Change = Literal["create", "update", "replace", "delete", "same"]
 EngineEvent = auto.EngineEvent
 
 _OBJECT_CHANGES: Mapping[str, Change] = {
@@ -66,29 +76,6 @@ class ReplicaChange:
     resource_id: str | None
     endpoint: str | None
     objects: tuple[ObjectChange, ...]
-
-
-@dataclass(frozen=True)
-class Drift:
-    """A difference the refresh found between the cluster and Pulumi's state."""
-
-    external_key: str
-    kind: str
-    name: str
-    gone: bool  # deleted out of band; the run recreates it
-    fields: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Summary:
-    add: int
-    change: int
-    destroy: int
-    same: int
-
-    @property
-    def changes(self) -> int:
-        return self.add + self.change + self.destroy
 
 
 @dataclass(frozen=True)
@@ -169,7 +156,7 @@ def replica_change(objects: Sequence[ObjectChange]) -> Change:
 
 def drift_of(steps: Sequence[Step]) -> list[Drift]:
     return [
-        Drift(s.external_key, s.kind, s.name, gone=s.new is None, fields=s.fields)
+        Drift(s.external_key, s.kind, s.name, fields=s.fields, gone=s.new is None)
         for s in steps
         if s.op == "refresh" and (s.new is None or s.fields)
     ]
@@ -198,17 +185,62 @@ def stack_result(
                 objects=objects,
             )
         )
-    changes = [r.change for r in replicas]
     return StackResult(
         operation=operation,
         stack=stack,
         namespace=settings.namespace,
-        summary=Summary(
-            add=changes.count("create"),
-            change=changes.count("update") + changes.count("replace"),
-            destroy=changes.count("delete"),
-            same=changes.count("same"),
-        ),
+        summary=Summary.of(r.change for r in replicas),
         replicas=tuple(replicas),
         drift=tuple(drift_of(steps)),
     )
+
+
+def stack_changes(
+    operation: str, project: str, stack: str, events: Iterable[auto.EngineEvent]
+) -> StackChanges:
+    """The engine's run in the reviewers' shape (``changes``): each object's change as the
+    engine decided it, its diff over the inputs the engine compared, refresh drift apart."""
+    steps = steps_of(events)
+    by_key: dict[str, list[Step]] = {}
+    for step in steps:
+        if step.op != "refresh":
+            by_key.setdefault(step.external_key, []).append(step)
+    replicas = []
+    for key, key_steps in by_key.items():
+        by_urn: dict[str, list[Step]] = {}
+        for step in key_steps:
+            by_urn.setdefault(step.urn, []).append(step)
+        diffs = [_object_diff(urn_steps) for urn_steps in by_urn.values()]
+        objects = tuple(diff for diff in diffs if diff is not None)
+        replicas.append(KeyChange(key, key_change(objects), objects))
+    replicas.sort(key=lambda r: (SEVERITY[r.change], r.external_key))
+
+    def inputs(change: str) -> dict[str, list[Mapping[str, Any]]]:
+        found: dict[str, list[Mapping[str, Any]]] = {}
+        for replica in (r for r in replicas if r.change == change):
+            for step in by_key[replica.external_key]:
+                if state := (step.old if change == "delete" else step.new):
+                    found.setdefault(replica.external_key, []).append(state)
+        return found
+
+    return StackChanges(
+        operation=operation,
+        project=project,
+        stack=stack,
+        replicas=tuple(replicas),
+        renames=tuple(find_renames(inputs("delete"), inputs("create"))),
+        drift=tuple(drift_of(steps)),
+    )
+
+
+def _object_diff(steps: Sequence[Step]) -> ObjectDiff | None:
+    """One object's change over all its steps (a replacement has several), with the diff of
+    its inputs before the first step and after the last (None: no step changes anything)."""
+    found = _object_changes(steps)
+    if not found:
+        return None
+    [change] = found
+    old = next((step.old for step in steps if step.old), None)
+    new = next((step.new for step in reversed(steps) if step.new), None)
+    diff = "" if change.change == "same" else yamldiff.diff_objects(old, new)
+    return ObjectDiff(change.kind, change.name, change.change, diff)

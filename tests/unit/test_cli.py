@@ -18,6 +18,7 @@ from infercrane_pulumi.intents import load_stack_file
 from infercrane_pulumi.kinds import DEPLOYMENT, POD, SERVICE
 from tests.unit import samples
 from tests.unit.fake_cluster import FakeTransport
+from tests.unit.gitrepos import STACK
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "stacks" / "Pulumi.demo.yaml"
@@ -184,3 +185,23 @@ def test_a_busy_stack_exits_4_and_says_retryable() -> None:
         "retryable": True,
         "problems": ["stack s: another operation holds its lock"],
     }
+
+
+def test_diff_prints_the_comment_and_a_schema_valid_envelope(repo: Path) -> None:
+    stack = str(repo / STACK)
+    code, out, err = run(["diff", "--base", "base", "--config", stack, "--project-dir", str(repo)])
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == "### InferCrane offline diff"
+    assert "#### InferCrane `diff` on infercrane/test" in out
+    assert "Plan: 2 to add, 1 to change, 2 to destroy, 1 unchanged" in out
+    code, out, _ = run(
+        ["diff", "--base", "base", "--all", "--project-dir", str(repo), "--format", "json"]
+    )
+    envelope = valid_envelope(out)
+    assert code == 0 and [d["stack"] for d in envelope["result"]] == ["test"]
+
+
+def test_diff_against_a_ref_that_does_not_exist_is_one_line_exit_2(repo: Path) -> None:
+    code, out, err = run(["diff", "--base", "nope", "--all", "--project-dir", str(repo)])
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("diff: base nope: no such commit")

@@ -5,7 +5,6 @@ code, and every kind of bad input as one line naming its side."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -19,65 +18,20 @@ from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import parse_stack_config
 from infercrane_pulumi.offline_diff import TITLE, diff_command
 from tests.unit import samples
+from tests.unit.gitrepos import (
+    BASE_REPLICAS,
+    HEAD_REPLICAS,
+    STACK,
+    commit,
+    git,
+    new_repo,
+    write_stack,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = jsonschema.Draft202012Validator(
     yaml.safe_load((ROOT / "infercrane_pulumi" / "schemas" / "diff.schema.json").read_text())
 )
-STACK = "stacks/Pulumi.test.yaml"
-BASE_REPLICAS = [
-    samples.replica(externalKey="kept"),
-    samples.replica(externalKey="changed", runtimeArgs=["--max-model-len", "8192"]),
-    samples.replica(externalKey="removed", model="org/removed"),
-    samples.replica(externalKey="old-name", model="org/renamed"),
-]
-HEAD_REPLICAS = [
-    samples.replica(externalKey="kept"),
-    samples.replica(externalKey="changed", runtimeArgs=["--max-model-len", "16384"]),
-    samples.replica(externalKey="new-name", model="org/renamed"),
-    samples.replica(externalKey="added", model="org/added"),
-]
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout
-
-
-def write_stack(repo: Path, replicas: Any, path: str = STACK, **kubernetes: Any) -> None:
-    config = {"infercrane:kubernetes": samples.kubernetes(**kubernetes)}
-    target = repo / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(yaml.safe_dump({"config": config | {"infercrane:replicas": replicas}}))
-
-
-def commit(repo: Path, message: str) -> None:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "--allow-empty", "-m", message)
-
-
-def new_repo(path: Path) -> Path:
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    shutil.copy(ROOT / "Pulumi.yaml", path / "Pulumi.yaml")
-    return path
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """Two commits: the base stack, then four edits (kept, changed, removed+added, renamed)."""
-    repo = new_repo(tmp_path / "repo")
-    write_stack(repo, BASE_REPLICAS)
-    commit(repo, "base")
-    git(repo, "tag", "base")
-    write_stack(repo, HEAD_REPLICAS)
-    commit(repo, "head")
-    return repo
 
 
 def changes_of(data: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -7,13 +7,8 @@ from typing import Any
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, workloads
-from infercrane_pulumi.automation.results import (
-    Drift,
-    ObjectChange,
-    ReplicaChange,
-    Summary,
-    stack_result,
-)
+from infercrane_pulumi.automation.results import ObjectChange, ReplicaChange, stack_result
+from infercrane_pulumi.changes import Drift, Summary
 from infercrane_pulumi.intents import parse_stack_config
 from tests.unit import samples
 
@@ -136,7 +131,7 @@ def test_each_key_gets_its_change_objects_uids_and_changed_fields() -> None:
         ),
     )
     assert result.summary == Summary(add=1, change=2, destroy=1, same=0)
-    assert result.drift == (Drift("kept", "Service", name("kept"), gone=True, fields=()),)
+    assert result.drift == (Drift("kept", "Service", name("kept"), fields=(), gone=True),)
 
 
 def test_a_replacement_is_one_replace_whatever_order_its_steps_come_in() -> None:

@@ -1,0 +1,67 @@
+"""Throwaway git repositories holding a stack file, for the offline diff's tests."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.unit import samples
+
+ROOT = Path(__file__).resolve().parents[2]
+STACK = "stacks/Pulumi.test.yaml"
+BASE_REPLICAS = [
+    samples.replica(externalKey="kept"),
+    samples.replica(externalKey="changed", runtimeArgs=["--max-model-len", "8192"]),
+    samples.replica(externalKey="removed", model="org/removed"),
+    samples.replica(externalKey="old-name", model="org/renamed"),
+]
+HEAD_REPLICAS = [
+    samples.replica(externalKey="kept"),
+    samples.replica(externalKey="changed", runtimeArgs=["--max-model-len", "16384"]),
+    samples.replica(externalKey="new-name", model="org/renamed"),
+    samples.replica(externalKey="added", model="org/added"),
+]
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout
+
+
+def write_stack(repo: Path, replicas: Any, path: str = STACK, **kubernetes: Any) -> None:
+    config = {"infercrane:kubernetes": samples.kubernetes(**kubernetes)}
+    target = repo / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(yaml.safe_dump({"config": config | {"infercrane:replicas": replicas}}))
+
+
+def commit(repo: Path, message: str) -> None:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", message)
+
+
+def new_repo(path: Path) -> Path:
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    shutil.copy(ROOT / "Pulumi.yaml", path / "Pulumi.yaml")
+    return path
+
+
+def two_commit_repo(tmp_path: Path) -> Path:
+    """Two commits: the base stack, then four edits (kept, changed, removed+added, renamed)."""
+    repo = new_repo(tmp_path / "repo")
+    write_stack(repo, BASE_REPLICAS)
+    commit(repo, "base")
+    git(repo, "tag", "base")
+    write_stack(repo, HEAD_REPLICAS)
+    commit(repo, "head")
+    return repo
