@@ -443,3 +443,26 @@ def test_forgotten_stop_is_done_at_interpreter_exit(fake_bin: Path, base_dir: Pa
     assert len(pgids) == 3
     assert all(group_members(pgid) == [] for pgid in pgids)
     assert list(base_dir.iterdir()) == []
+
+
+def test_state_recorded_before_scheduling_existed_still_loads(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    old = {
+        "version": 1,
+        "workdir": str(tmp_path / "w"),
+        "kubeconfig_path": str(tmp_path / "w" / "kubeconfig"),
+        "server": "https://127.0.0.1:6443",
+        "admin_context": "infercrane-admin",
+        "provider_context": "infercrane-provider",
+        "cold_start_seconds": 4.2,
+        "processes": [],
+    }
+    (state_dir / STATE_FILE).write_text(json.dumps(old))
+    state = load_state(state_dir)
+    assert state is not None
+    assert (state.scheduling, state.gpu_product_label) == (False, "nvidia.com/gpu.product")
+    assert state.to_json() == old | {
+        "scheduling": False,
+        "gpu_product_label": "nvidia.com/gpu.product",
+    }
