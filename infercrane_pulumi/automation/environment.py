@@ -22,6 +22,13 @@ class PulumiEnvironment:
     bin_dir: Path | None = None
     kubeconfig: Path | None = None
     backend_url: str | None = None
+    # The engine rewrites the whole state after every step unless told not to: O(N^2) bytes
+    # per run (at 100 intents, first up 3.3x and destroy 2.2x slower). Skipping them keeps
+    # only the final state; a run killed midway leaves the previous state, and the next run
+    # re-applies by durable names and takes its own objects back (the preflight allows
+    # exactly-ours objects), so nothing is duplicated. Objects created by the killed run and
+    # removed from the intents before any successful run stay behind as ``orphaned``.
+    skip_checkpoints: bool = True
 
     def __post_init__(self) -> None:
         if (self.state_dir is None) == (self.backend_url is None):
@@ -57,6 +64,8 @@ class PulumiEnvironment:
             # Use the installed, version-pinned plugin, never a same-named binary on PATH.
             "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
         }
+        if self.skip_checkpoints:
+            variables["PULUMI_SKIP_CHECKPOINTS"] = "true"
         if self.bin_dir is not None:
             variables["PATH"] = os.pathsep.join([str(self.bin_dir), os.environ.get("PATH", "")])
         if self.kubeconfig is not None:

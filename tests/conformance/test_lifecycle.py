@@ -162,7 +162,7 @@ def test_restart_observation_from_a_fresh_process_and_workspace(
     assert sorted(outputs["replicas"].value) == keys
 
     inventory = _inspect(fresh)["result"]
-    assert [(e["external_key"], e["state"]) for e in inventory] == [
+    assert [(e["externalKey"], e["state"]) for e in inventory] == [
         ("observe-r0", "provisioning"),
         ("observe-r1", "provisioning"),
     ]

@@ -123,6 +123,7 @@ def test_environment_is_explicit_and_pins_plugins(tmp_path: Path) -> None:
     assert variables["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] == "true"
     assert variables["PULUMI_IGNORE_AMBIENT_PLUGINS"] == "true"
     assert variables["PULUMI_SKIP_UPDATE_CHECK"] == "true"
+    assert variables["PULUMI_SKIP_CHECKPOINTS"] == "true"
     assert variables["PATH"].split(os.pathsep)[0] == str(tmp_path / "bin")
     assert variables["KUBECONFIG"] == str(tmp_path / "kubeconfig")
 
