@@ -36,6 +36,8 @@ REQUIRED_BINARIES = (
     "etcd",
     "kube-apiserver",
     "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
     "pulumi",
     "pulumi-language-python",
     "pulumi-resource-kubernetes",

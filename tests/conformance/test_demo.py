@@ -29,12 +29,17 @@ def test_demo_applies_under_our_field_manager_and_leaves_nothing() -> None:
     )
     out = completed.stdout
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
-    checks = 2 + sum(len(OWNED_VERBS) + 1 for _ in WORKLOAD_APIS["deployment"].kinds)
+    # config, api, each verb + a list per owned kind, and the optional Pod reader (bound here)
+    checks = 2 + sum(len(OWNED_VERBS) + 1 for _ in WORKLOAD_APIS["deployment"].kinds) + 1
     assert f"doctor as the provider identity: {checks}/{checks} checks ok" in out
     assert "pulumi up: succeeded" in out
     owned = [line.strip() for line in out.splitlines() if "managers:" in line]
     assert [line.split("/")[0] for line in owned] == ["Deployment", "Service"] * 2
     assert all("infercrane-provider-v1(Apply)" in line for line in owned)
     assert not any("pulumi-" in line.split("managers:")[1] for line in owned)
+    states = [line.strip() for line in out.splitlines() if ": state=" in line]
+    assert states[0] == "demo-qwen3-8b-r0: state=ready"
+    assert states[1].startswith("demo-sglang-r0: state=provisioning  (Unschedulable: ")
+    assert "didn't match Pod's node affinity/selector" in states[1]
     assert "control plane stopped, temporary files removed" in out
     assert set((ROOT / ".infercrane").glob("demo-*")) == before

@@ -36,7 +36,6 @@ def test_doctor_passes_under_the_shipped_role_and_creates_nothing(harness: Harne
     assert completed.returncode == 0, completed.stdout + completed.stderr
     lines = completed.stdout.splitlines()
     assert lines[0].split() == ["STATUS", "NAME", "MESSAGE"]
-    assert all(line.startswith("OK") for line in lines[1:])
     owned = workloads.WORKLOAD_APIS["deployment"].kinds
     expected = ["config", "api"] + [
         name
@@ -46,7 +45,11 @@ def test_doctor_passes_under_the_shipped_role_and_creates_nothing(harness: Harne
             f"list:{kind.resource}",
         ]
     ]
-    assert [line.split()[1] for line in lines[1:]] == expected
+    # Every required check passes; the optional Pod reader is not bound here, and says so.
+    assert [line.split()[:2] for line in lines[1:]] == [
+        *(["OK", name] for name in expected),
+        ["INFO", "observe:pods"],
+    ]
     assert harness.resource_versions() == before == {}
 
 
