@@ -23,6 +23,13 @@ test: venv tools lint
 unit: venv
 	$(PY) -m pytest -rs tests/unit
 
+## bench: real engine vs the API floor for N = 1..1000 intents, many stacks, the program under
+## mocks -> benchmarks/results/bench.{json,md,svg}. Not part of `test`. Trims repetitions to an
+## 80 min budget, but one repetition of every size always runs; BENCH_ARGS=--quick takes minutes
+.PHONY: bench
+bench: venv tools
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m benchmarks $(BENCH_ARGS)
+
 ## lint: ruff, mypy, shellcheck, go vet of hack/tools, actionlint (needs `tools` for the last two)
 lint: venv tools
 	$(VENV)/bin/ruff format --check .

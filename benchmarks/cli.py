@@ -1,0 +1,263 @@
+"""``make bench``: measure, then write benchmarks/results/<name>.{json,md,svg}.
+
+Each pass measures, cheapest first, the program alone under mocks, one stack at each size N
+(ours then the floor, so background load hits both alike), then S stacks in parallel against
+one stack of S x M. The first pass measures everything once; later passes add repetitions while
+the time budget allows (``budget``). Results are rewritten after every item, so an interrupted
+run keeps what it measured. ``--quick`` is for developing the benchmark itself and writes
+outside Git (.infercrane/bench-quick/), so it never replaces the results of a full run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import floor, machine, mocked, ours, parallel, report, scenario
+from benchmarks.budget import Budget
+from benchmarks.progress import Progress
+from benchmarks.results import ParallelResult, Results, SizeResult
+from benchmarks.workbench import Workbench
+from infercrane_dev import REPO_ROOT
+from infercrane_pulumi.errors import InferCraneError
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# Quick runs are for developing the benchmark: kept out of Git (.infercrane/ is ignored).
+QUICK_DIR = REPO_ROOT / ".infercrane" / "bench-quick"
+# Each stack run alternates between CPU and waiting (process start-up, gRPC, the API server),
+# so twice the cores keeps every core busy without the runs mostly queueing for CPU.
+DEFAULT_PARALLEL = 2 * (os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Profile:
+    sizes: str
+    repeat: int
+    program_sizes: str
+    parallel_stacks: str
+    name: str
+    out: Path
+
+
+FULL = Profile("1,10,100,300,1000", 3, "100,1000,5000", "20x50", "bench", RESULTS_DIR)
+QUICK = Profile("1,10", 1, "10,100", "2x5", "quick", QUICK_DIR)
+
+
+@dataclass(frozen=True)
+class Plan:
+    sizes: tuple[int, ...]
+    repeat: int
+    program_sizes: tuple[int, ...]
+    parallel_stacks: tuple[int, int] | None
+    parallel: int
+    budget_s: float
+    out: Path
+    name: str
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    sizes = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    if any(n < 1 for n in sizes):
+        raise argparse.ArgumentTypeError(f"sizes must be positive: {text}")
+    return sizes
+
+
+def _grid(text: str) -> tuple[int, int]:
+    stacks, _, per_stack = text.lower().partition("x")
+    if not (stacks.isdigit() and per_stack.isdigit()) or min(int(stacks), int(per_stack)) < 1:
+        raise argparse.ArgumentTypeError(f"expected STACKSxINTENTS, e.g. 20x50: {text}")
+    return int(stacks), int(per_stack)
+
+
+def parse(argv: Sequence[str]) -> Plan:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"develop the benchmark: sizes {QUICK.sizes}, {QUICK.repeat} repetition, mocked "
+        f"sizes {QUICK.program_sizes}, {QUICK.parallel_stacks} stacks, written to "
+        f"{QUICK_DIR}/quick.*",
+    )
+    parser.add_argument("--sizes", help=f"intents in one stack (default {FULL.sizes})")
+    parser.add_argument("--repeat", type=int, help=f"repetitions (default {FULL.repeat})")
+    parser.add_argument(
+        "--program-sizes", help=f"sizes of the mocked program (default {FULL.program_sizes})"
+    )
+    parser.add_argument(
+        "--parallel-stacks",
+        help=f"STACKSxINTENTS for ensure_many (default {FULL.parallel_stacks})",
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=DEFAULT_PARALLEL,
+        help=f"ensure_many's parallel (default {DEFAULT_PARALLEL}: twice the cores)",
+    )
+    parser.add_argument("--skip-parallel", action="store_true", help="no many-stacks section")
+    parser.add_argument("--skip-program", action="store_true", help="no mocked-program section")
+    parser.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=80.0,
+        help="trim repetitions (never sizes) to stay near this; 0 = no budget (default 80)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help=f"results directory (default {RESULTS_DIR}, or {QUICK_DIR})"
+    )
+    parser.add_argument("--name", help="file stem (default: bench, or quick with --quick)")
+    args = parser.parse_args(argv)
+    profile = QUICK if args.quick else FULL
+    try:
+        sizes = _sizes(args.sizes or profile.sizes)
+        program_sizes = _sizes(args.program_sizes or profile.program_sizes)
+        grid = _grid(args.parallel_stacks or profile.parallel_stacks)
+    except (argparse.ArgumentTypeError, ValueError) as error:
+        parser.error(str(error))
+    return Plan(
+        sizes=sizes,
+        repeat=max(1, args.repeat or profile.repeat),
+        program_sizes=() if args.skip_program else program_sizes,
+        parallel_stacks=None if args.skip_parallel else grid,
+        parallel=max(1, args.parallel),
+        budget_s=args.budget_minutes * 60,
+        out=args.out or profile.out,
+        name=args.name or profile.name,
+    )
+
+
+class Run:
+    """One benchmark run: the plan, what has been measured, and where it is written."""
+
+    def __init__(self, plan: Plan, argv: Sequence[str]) -> None:
+        self.plan = plan
+        self.progress = Progress()
+        self.budget = Budget(plan.budget_s)
+        self.results = Results(
+            meta={
+                "command": "make bench" + (f" BENCH_ARGS='{' '.join(argv)}'" if argv else ""),
+                "commit": machine.commit(),
+                "started": machine.now(),
+                "finished": None,
+                "machine": machine.machine(),
+                "load_at_start": machine.load(),
+                "versions": {},
+                "plan": {
+                    "sizes": plan.sizes,
+                    "repeat": plan.repeat,
+                    "program_sizes": plan.program_sizes,
+                    "parallel_stacks": plan.parallel_stacks,
+                    "parallel": plan.parallel,
+                    "budget_minutes": plan.budget_s / 60,
+                },
+            }
+        )
+
+    def save(self) -> None:
+        self.results.meta["load_at_end"] = machine.load()
+        report.write(self.results, self.plan.out, self.plan.name)
+
+    def items(self) -> list[tuple[str, int]]:
+        """What one pass measures, cheapest first: (section, N)."""
+        grid = self.plan.parallel_stacks
+        return [
+            *(("program", n) for n in self.plan.program_sizes),
+            *(("single", n) for n in self.plan.sizes),
+            *([("parallel", grid[0] * grid[1])] if grid is not None else []),
+        ]
+
+    def program(self, n: int, rep: int) -> None:
+        label = f"program under mocks N={n} rep {rep}"
+        sample, _ = self.progress.measure(label, functools.partial(mocked.measure, n))
+        self.results.program.setdefault(n, []).append(sample)
+
+    def single(self, bench: Workbench, n: int, rep: int) -> None:
+        size = self.results.single.setdefault(n, SizeResult(n, self.plan.repeat))
+        usages, state_bytes = ours.lifecycle(bench, self.progress, n, rep)
+        size.add(usages, floor.lifecycle(bench, self.progress, n, rep), state_bytes)
+
+    def many(self, bench: Workbench, rep: int) -> None:
+        assert self.plan.parallel_stacks is not None
+        stacks, per_stack = self.plan.parallel_stacks
+        total = stacks * per_stack
+        if self.results.parallel is None:
+            self.results.parallel = ParallelResult(stacks, per_stack, self.plan.parallel)
+        result = self.results.parallel
+        usages = parallel.many(
+            bench, self.progress, stacks, per_stack, parallel=self.plan.parallel, rep=rep
+        )
+        for key, usage in usages.items():
+            result.many.setdefault(key, []).append(usage)
+        measured = self.results.single.get(total)
+        if measured is not None:
+            # The same lists: repetitions the one-stack section adds later show here too.
+            result.one = {key: measured.ours[key] for key in parallel.OPERATIONS}
+            result.one_source = f"the one-stack section above (ours, N={total})"
+            return
+        one, _ = ours.lifecycle(bench, self.progress, total, rep)
+        for key in parallel.OPERATIONS:
+            result.one.setdefault(key, []).append(one[key])
+        result.one_source = f"a one-stack run of ours (N={total}) in this section"
+
+    def trimmed(self, section: str, n: int, rep: int) -> None:
+        self.progress.say(f"{section} N={n}: no repetition {rep}, the time budget is spent")
+        note = (
+            f"{rep - 1} of {self.plan.repeat} repetitions: the "
+            f"{self.plan.budget_s / 60:g} min time budget ran out"
+        )
+        if section == "single" and not self.results.single[n].note:
+            self.results.single[n].note = note
+        elif section == "parallel" and self.results.parallel and not self.results.parallel.note:
+            self.results.parallel.note = note
+
+    def passes(self, bench: Workbench) -> None:
+        """Pass 1 measures every item once; later passes repeat what the budget allows."""
+        for rep in range(1, self.plan.repeat + 1):
+            for section, n in self.items():
+                if rep > 1 and not self.budget.allows((section, n), self.progress.elapsed):
+                    self.trimmed(section, n, rep)
+                    continue
+                began = time.monotonic()
+                if section == "program":
+                    self.program(n, rep)
+                elif section == "single":
+                    self.single(bench, n, rep)
+                else:
+                    self.many(bench, rep)
+                self.budget.record((section, n), time.monotonic() - began)
+                self.save()
+
+    def engine(self) -> None:
+        with Workbench.open() as bench:
+            self.progress.server_pids = bench.server_pids
+            self.results.meta["versions"] = machine.versions(
+                bench.env.bin_dir / "pulumi" if bench.env.bin_dir else Path("pulumi"),
+                bench.admin.version(),
+            )
+            self.progress.say(f"local control plane up in {bench.plane.cold_start_seconds:.1f} s")
+            self.passes(bench)
+
+
+def main(argv: Sequence[str]) -> int:
+    plan = parse(argv)
+    run = Run(plan, argv)
+    run.progress.say(f"plan: {plan}")
+    status = 0
+    try:
+        run.engine()
+    except (InferCraneError, scenario.UnexpectedResultError, TimeoutError) as error:
+        run.progress.say(f"stopped: {type(error).__name__}: {error}")
+        run.results.meta["stopped"] = f"{type(error).__name__}: {error}"
+        status = 1
+    except KeyboardInterrupt:
+        run.results.meta["stopped"] = "interrupted"
+        status = 130
+    run.results.meta["finished"] = machine.now()
+    run.save()
+    run.progress.say(f"wrote {plan.out / plan.name}.{{json,md,svg}}")
+    print(report.markdown(run.results, f"{plan.name}.svg"), flush=True)
+    return status

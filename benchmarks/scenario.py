@@ -1,0 +1,66 @@
+"""What every measurement deploys, ours and the floor alike, so their numbers compare.
+
+N intents of the ``deployment`` workload API (a Deployment and a Service each) in one
+namespace; the preview changes one intent's runtime arguments, the smallest real edit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infercrane_pulumi.intents import (
+    KubernetesSettings,
+    ReplicaIntent,
+    StackConfig,
+    parse_stack_config,
+)
+
+IMAGE = "registry.example/vllm/vllm-openai@sha256:" + "5e" * 32
+RUNTIME_ARGS = ("--max-model-len", "8192")
+CHANGED_ARGS = ("--max-model-len", "4096")
+
+# Operation keys, in the order each repetition runs them, with the names tables print.
+OPERATIONS = {
+    "up": "first up",
+    "noop": "no-op up",
+    "preview": "preview, 1 changed",
+    "destroy": "destroy",
+}
+
+
+class UnexpectedResultError(RuntimeError):
+    """A measured operation did not do what the scenario says it does: its numbers would
+    describe some other work, so the run stops."""
+
+
+def intents(n: int) -> list[ReplicaIntent]:
+    return [
+        ReplicaIntent.model_validate(
+            {
+                "externalKey": f"bench-{i:05d}",
+                "model": "Qwen/Qwen3-0.6B",
+                "gpu": "NVIDIA-L4",
+                "runtimeArgs": list(RUNTIME_ARGS),
+            }
+        )
+        for i in range(n)
+    ]
+
+
+def with_one_changed(desired: Sequence[ReplicaIntent]) -> list[ReplicaIntent]:
+    first, *rest = desired
+    return [first.model_copy(update={"runtime_args": list(CHANGED_ARGS)}), *rest]
+
+
+def settings(context: str, namespace: str) -> KubernetesSettings:
+    return KubernetesSettings.model_validate(
+        {"context": context, "namespace": namespace, "imageDigest": IMAGE}
+    )
+
+
+def stack_config(settings: KubernetesSettings, desired: Sequence[ReplicaIntent]) -> StackConfig:
+    """Validated as the program validates it: from the config blocks' JSON form."""
+    return parse_stack_config(
+        settings.model_dump(mode="json", by_alias=True, exclude_none=True),
+        [intent.model_dump(mode="json", by_alias=True) for intent in desired],
+    )
