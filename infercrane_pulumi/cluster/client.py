@@ -27,6 +27,10 @@ from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.validators import kubeconfig_document
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+# Metadata only (labels, annotations, managedFields): what ownership decisions read, at a
+# fraction of the bytes of whole objects.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+LIST_PAGE = 500
 REQUEST_TIMEOUT_SECONDS = 15
 
 
@@ -47,6 +51,7 @@ class Transport(Protocol):
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> Response: ...
 
 
@@ -106,6 +111,23 @@ class Cluster:
         raise_for_status(response, f"list {kind.resource} in {namespace}")
         return [item | {"kind": kind.kind} for item in response.body.get("items") or []]
 
+    def metadata(self, kind: Kind, namespace: str) -> dict[str, dict[str, Any]]:
+        """The metadata of every object of ``kind`` in ``namespace``, by name (paged LIST)."""
+        found: dict[str, dict[str, Any]] = {}
+        token = ""
+        while True:
+            query = [("limit", str(LIST_PAGE))] + ([("continue", token)] if token else [])
+            response = self.transport.request(
+                "GET", kind.collection(namespace), query=query, accept=METADATA_LIST
+            )
+            raise_for_status(response, f"list {kind.resource} in {namespace}")
+            for item in response.body.get("items") or []:
+                meta = item.get("metadata") or {}
+                found[str(meta.get("name"))] = meta
+            token = str((response.body.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return found
+
     def dry_run_apply(self, obj: Manifest) -> Response:
         meta = obj["metadata"]
         return self.transport.request(
@@ -163,8 +185,9 @@ class RestTransport:
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> Response:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         try:
             method, url, headers, payload, _ = self._api.param_serialize(
                 method,

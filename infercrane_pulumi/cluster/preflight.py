@@ -10,6 +10,7 @@ decisions are pure functions over values; ``check_before_apply`` is the only I/O
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from infercrane_pulumi import naming, workloads
@@ -23,8 +24,11 @@ from infercrane_pulumi.cluster.client import (
 )
 from infercrane_pulumi.errors import OwnershipError, RejectedError
 from infercrane_pulumi.intents import StackConfig
-from infercrane_pulumi.kinds import KINDS, Kind
+from infercrane_pulumi.kinds import Kind
 from infercrane_pulumi.manifests import Manifest
+
+# Within the client's connection pool (its default is 5 per CPU), enough to hide round trips.
+DRY_RUN_CONCURRENCY = 8
 
 # pulumi-kubernetes silently renames these managers to its own on every real update
 # (fixCSAFieldManagers in v4.25), taking over fields somebody else set: we refuse instead.
@@ -105,17 +109,23 @@ def require_served_apis(cluster: Cluster, api: workloads.WorkloadApi) -> None:
 
 def check_before_apply(cluster: Cluster, config: StackConfig) -> None:
     """The preflight: refuse foreign objects and field conflicts before anything is written."""
-    require_served_apis(cluster, workloads.workload_api(config.kubernetes))
+    api = workloads.workload_api(config.kubernetes)
+    require_served_apis(cluster, api)
     desired = workloads.stack_objects(config)
+    namespace = config.kubernetes.namespace
+    # One LIST per kind (metadata only) instead of one GET per object.
+    live = {kind.kind: cluster.metadata(kind, namespace) for kind in api.kinds}
     problems: list[str] = []
     for obj in desired:
-        meta = obj["metadata"]
-        live = cluster.get(KINDS[obj["kind"]], meta["namespace"], meta["name"])
-        problems += ownership_problems(obj, live)
+        meta = live[obj["kind"]].get(obj["metadata"]["name"])
+        problems += ownership_problems(obj, None if meta is None else {"metadata": meta})
     if problems:
         raise OwnershipError(problems)
-    for obj in desired:
-        problems += conflict_problems(obj, cluster.dry_run_apply(obj))
+    # Dry-runs are independent requests; the API server handles them concurrently.
+    with ThreadPoolExecutor(max_workers=DRY_RUN_CONCURRENCY) as pool:
+        answers = list(pool.map(cluster.dry_run_apply, desired))
+    for obj, answer in zip(desired, answers, strict=True):
+        problems += conflict_problems(obj, answer)
     if problems:
         raise OwnershipError(problems)
 

@@ -8,16 +8,27 @@ from typing import Any
 
 from infercrane_pulumi.cluster.client import Response
 from infercrane_pulumi.intents import StackConfig, parse_stack_config
+from infercrane_pulumi.kinds import KINDS
 from tests.unit import samples
 
 NS = "infercrane-system"
+PLURALS = {kind.plural for kind in KINDS.values()}
 
 
 class FakeTransport:
-    """Answers by (method, path); records every request in order."""
+    """Answers by (method, path), else from ``live`` objects (GET of one, LIST of a
+    collection); records every request in order. Dry-run applies succeed by default."""
 
-    def __init__(self, answers: dict[tuple[str, str], Response] | None = None) -> None:
+    def __init__(
+        self,
+        answers: dict[tuple[str, str], Response] | None = None,
+        live: Sequence[dict[str, Any]] = (),
+    ) -> None:
         self.answers = answers or {}
+        self.live = {
+            KINDS[obj["kind"]].path(obj["metadata"]["namespace"], obj["metadata"]["name"]): obj
+            for obj in live
+        }
         self.requests: list[tuple[str, str, dict[str, str]]] = []
 
     def request(
@@ -28,12 +39,18 @@ class FakeTransport:
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> Response:
         self.requests.append((method, path, dict(query)))
         if (method, path) in self.answers:
             return self.answers[(method, path)]
         if method == "PATCH":
             return Response(200, body)
+        if method == "GET" and path in self.live:
+            return Response(200, copy.deepcopy(self.live[path]))
+        if method == "GET" and path.rsplit("/", 1)[-1] in PLURALS:
+            items = [obj for where, obj in self.live.items() if where.rsplit("/", 1)[0] == path]
+            return Response(200, {"items": copy.deepcopy(items), "metadata": {}})
         return Response(404, {"kind": "Status", "reason": "NotFound"})
 
 

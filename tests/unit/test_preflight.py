@@ -15,13 +15,13 @@ from infercrane_pulumi.kinds import DEPLOYMENT
 from tests.unit.fake_cluster import NS, FakeTransport, config, live_copy
 
 
-def test_preflight_on_an_empty_namespace_gets_then_dry_runs_strictly() -> None:
+def test_preflight_on_an_empty_namespace_lists_once_per_kind_then_dry_runs_strictly() -> None:
     transport = FakeTransport()
     preflight.check_before_apply(Cluster(transport), config())
     name = "infercrane-8b51d0fee928a78116afaac0"
     assert transport.requests == [
-        ("GET", f"/apis/apps/v1/namespaces/{NS}/deployments/{name}", {}),
-        ("GET", f"/api/v1/namespaces/{NS}/services/{name}", {}),
+        ("GET", f"/apis/apps/v1/namespaces/{NS}/deployments", {"limit": "500"}),
+        ("GET", f"/api/v1/namespaces/{NS}/services", {"limit": "500"}),
         (
             "PATCH",
             f"/apis/apps/v1/namespaces/{NS}/deployments/{name}",
@@ -52,8 +52,7 @@ def test_a_same_named_object_that_is_not_exactly_ours_is_refused_before_any_dry_
     desired = workloads.stack_objects(config())[0]
     foreign = live_copy(desired, [("helm", "Update")])
     breakage(foreign["metadata"])
-    path = DEPLOYMENT.path(NS, desired["metadata"]["name"])
-    transport = FakeTransport({("GET", path): Response(200, foreign)})
+    transport = FakeTransport(live=[foreign])
     with pytest.raises(OwnershipError) as refused:
         preflight.check_before_apply(Cluster(transport), config())
     assert refused.value.problems == (
