@@ -13,13 +13,14 @@ state and the lock live in the backend.
 from __future__ import annotations
 
 import hashlib
-import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pulumi import automation as auto
 
 from infercrane_pulumi.automation import project, results, stacks
@@ -47,7 +48,7 @@ class NamespaceStack:
     wait_seconds: float = 0.0
     on_event: EventHandler | None = None
     _stack: auto.Stack | None = field(default=None, init=False, repr=False)
-    _written: tuple[str, str] | None = field(default=None, init=False, repr=False)
+    _kubeconfig_digest: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.stack_name = self.stack_name or self.settings.namespace
@@ -112,32 +113,42 @@ class NamespaceStack:
         return self.settings.model_copy(update={"kubeconfig": str(self.env.kubeconfig)})
 
     def _write(self, stack: auto.Stack, config: StackConfig) -> None:
-        settings = config.kubernetes.model_dump(
+        """Write ``config`` into the stack file, the kubeconfig through Pulumi as a secret.
+
+        The intents are written as YAML directly: Pulumi's config commands take values as
+        command-line arguments, and a few hundred intents exceed the kernel's 128 KiB limit
+        for one argument. The encryption salt and the encrypted kubeconfig are kept.
+        """
+        path = self.workspace / project.STACK_CONFIG_DIR / f"Pulumi.{self.stack_name}.yaml"
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        document = yaml.safe_load(text) or {}
+        section = document.setdefault("config", {})
+        settings: dict[str, Any] = config.kubernetes.model_dump(
             mode="json", by_alias=True, exclude_none=True, exclude={"kubeconfig"}
         )
-        replicas = [intent.model_dump(mode="json", by_alias=True) for intent in config.replicas]
-        # Both forms, as `pulumi config --json` prints them: with objectValue the stack file
-        # holds YAML structure a person (or `render --stack`) can read, not a JSON string.
-        document = json.dumps(
-            {
-                key: {"value": json.dumps(value), "objectValue": value, "secret": False}
-                for key, value in ((KUBERNETES_KEY, settings), (REPLICAS_KEY, replicas))
-            },
-            sort_keys=True,
-        )
-        # The kubeconfig is written apart (as a secret); its digest keeps the cache honest.
         digest = hashlib.sha256((config.kubernetes.kubeconfig or "").encode()).hexdigest()
-        if (document, digest) == self._written:
-            return  # the stack file already says exactly this
-        with stacks.pulumi_errors(self.stack_name):
-            stack.workspace.set_all_config_json(self.stack_name, document)
-            if config.kubernetes.kubeconfig is not None:
+        encrypted = (section.get(KUBERNETES_KEY) or {}).get("kubeconfig")
+        kept = digest == self._kubeconfig_digest and isinstance(encrypted, dict)
+        if kept:
+            settings["kubeconfig"] = encrypted
+        section[KUBERNETES_KEY] = settings
+        section[REPLICAS_KEY] = [
+            intent.model_dump(mode="json", by_alias=True) for intent in config.replicas
+        ]
+        updated = yaml.safe_dump(document, sort_keys=False)
+        if updated != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.{os.getpid()}")
+            partial.write_text(updated, encoding="utf-8")
+            partial.replace(path)
+        if config.kubernetes.kubeconfig is not None and not kept:
+            with stacks.pulumi_errors(self.stack_name):
                 stack.set_config(
                     f"{KUBERNETES_KEY}.kubeconfig",
                     auto.ConfigValue(config.kubernetes.kubeconfig, secret=True),
                     path=True,
                 )
-        self._written = (document, digest)
+        self._kubeconfig_digest = digest
 
     def _run(self, operation: str, config: StackConfig) -> results.StackResult:
         stack = self.stack()

@@ -1,0 +1,83 @@
+"""NamespaceStack's own decisions: validation before anything is written, and the stack file it
+writes (any number of intents, the encryption salt and an encrypted kubeconfig kept)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment
+from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, parse_stack_config
+from tests.unit import samples
+
+
+class _RecordingStack:
+    """Stands in for ``auto.Stack``: records what would go through the Pulumi CLI."""
+
+    def __init__(self) -> None:
+        self.secrets: list[tuple[str, str]] = []
+
+    def set_config(self, key: str, value: Any, *, path: bool) -> None:
+        self.secrets.append((key, value.value))
+
+
+def namespace_stack(tmp_path: Path, **settings: Any) -> NamespaceStack:
+    env = PulumiEnvironment(state_dir=tmp_path / "state", pulumi_home=tmp_path, passphrase="p")
+    parsed = KubernetesSettings.model_validate(samples.kubernetes(**settings))
+    return NamespaceStack(parsed, env, tmp_path / "ws", stack_name="s1")
+
+
+def intents(n: int) -> list[ReplicaIntent]:
+    return list(
+        parse_stack_config(
+            samples.kubernetes(), [samples.replica(externalKey=f"k-{i}") for i in range(n)]
+        ).replicas
+    )
+
+
+def stack_file(tmp_path: Path) -> Path:
+    path = tmp_path / "ws" / "stacks" / "Pulumi.s1.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def test_a_thousand_intents_are_written_whole_and_the_salt_is_kept(tmp_path: Path) -> None:
+    stack = namespace_stack(tmp_path)
+    stack_file(tmp_path).write_text("encryptionsalt: v1:salt\n")
+    pulumi = _RecordingStack()
+    wanted = intents(1000)
+    stack._write(pulumi, stack.config(wanted))  # type: ignore[arg-type]
+    written = yaml.safe_load(stack_file(tmp_path).read_text())
+    assert written["encryptionsalt"] == "v1:salt"
+    assert parse_stack_config(
+        written["config"]["infercrane:kubernetes"], written["config"]["infercrane:replicas"]
+    ).replicas == tuple(wanted)
+    assert pulumi.secrets == []  # no kubeconfig, nothing through the CLI
+
+
+def test_kubeconfig_contents_go_through_pulumi_once_and_stay_encrypted(tmp_path: Path) -> None:
+    stack = namespace_stack(tmp_path, kubeconfig=samples.KUBECONFIG_CONTENTS)
+    pulumi = _RecordingStack()
+    stack._write(pulumi, stack.config(intents(1)))  # type: ignore[arg-type]
+    assert pulumi.secrets == [("infercrane:kubernetes.kubeconfig", samples.KUBECONFIG_CONTENTS)]
+    # What `pulumi config set --secret --path` leaves in the file, kept by the next write.
+    path = stack_file(tmp_path)
+    document = yaml.safe_load(path.read_text())
+    document["config"]["infercrane:kubernetes"]["kubeconfig"] = {"secure": "v1:cipher"}
+    path.write_text(yaml.safe_dump(document))
+    stack._write(pulumi, stack.config(intents(2)))  # type: ignore[arg-type]
+    written = yaml.safe_load(path.read_text())["config"]["infercrane:kubernetes"]
+    assert written["kubeconfig"] == {"secure": "v1:cipher"}
+    assert len(pulumi.secrets) == 1
+    assert "client-key-data" not in path.read_text()
+
+
+def test_invalid_intents_are_refused_before_the_workspace_exists(tmp_path: Path) -> None:
+    stack = namespace_stack(tmp_path)
+    with pytest.raises(ConfigError):
+        stack.ensure([*intents(1), *intents(1)])
+    assert not (tmp_path / "ws").exists()
