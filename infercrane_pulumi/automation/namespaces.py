@@ -25,7 +25,8 @@ from pulumi import automation as auto
 
 from infercrane_pulumi.automation import project, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.cluster import client, doctor, observe
+from infercrane_pulumi.cluster import client, doctor, drift, observe
+from infercrane_pulumi.cluster.preflight import PREFLIGHT_MODE_ENV
 from infercrane_pulumi.errors import ClusterUnavailableError, InferCraneError, RunFailedError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
@@ -83,11 +84,7 @@ class NamespaceStack:
 
     def applied(self) -> list[ReplicaIntent]:
         """The intents of the last successful run, from the stack's outputs in the backend."""
-        with stacks.pulumi_errors(self.stack_name):
-            outputs = self.stack().outputs()
-        replicas = outputs.get("replicas")
-        entries = replicas.value if replicas is not None else {}
-        return [ReplicaIntent.model_validate(entry["intent"]) for entry in entries.values()]
+        return applied_intents(self.stack())
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -107,10 +104,7 @@ class NamespaceStack:
         return self._stack
 
     def _local_settings(self) -> KubernetesSettings:
-        """Settings for this process's own reads: the environment's kubeconfig as fallback."""
-        if self.settings.kubeconfig is not None or self.env.kubeconfig is None:
-            return self.settings
-        return self.settings.model_copy(update={"kubeconfig": str(self.env.kubeconfig)})
+        return local_settings(self.settings, self.env)
 
     def _write(self, stack: auto.Stack, config: StackConfig) -> None:
         """Write ``config`` into the stack file, the kubeconfig through Pulumi as a secret.
@@ -164,6 +158,22 @@ class NamespaceStack:
             )
 
 
+def applied_intents(stack: auto.Stack) -> list[ReplicaIntent]:
+    """The intents of the stack's last successful run (its outputs, in the backend)."""
+    with stacks.pulumi_errors(stack.name):
+        outputs = stack.outputs()
+    replicas = outputs.get("replicas")
+    entries = replicas.value if replicas is not None else {}
+    return [ReplicaIntent.model_validate(entry["intent"]) for entry in entries.values()]
+
+
+def local_settings(settings: KubernetesSettings, env: PulumiEnvironment) -> KubernetesSettings:
+    """Settings for this process's own reads: the environment's kubeconfig as fallback."""
+    if settings.kubeconfig is not None or env.kubeconfig is None:
+        return settings
+    return settings.model_copy(update={"kubeconfig": str(env.kubeconfig)})
+
+
 def run_config(
     stack: auto.Stack,
     env: PulumiEnvironment,
@@ -175,9 +185,13 @@ def run_config(
     wait_seconds: float = 0.0,
 ) -> results.StackResult:
     """Run ``operation`` on a stack whose configuration is ``config``: the one path both
-    ``NamespaceStack`` and the CLI take. A run that failed while the API server cannot be
-    reached is reported as ``ClusterUnavailableError`` (retryable), found by asking the API
-    server, not by reading the engine's text."""
+    ``NamespaceStack`` and the CLI take.
+
+    The engine refreshes only when the cluster drifted from what the stack last applied
+    (``cluster.drift``); destroy never needs to. A run that failed while the API server cannot
+    be reached is reported as ``ClusterUnavailableError`` (retryable), found by asking the API
+    server, not by reading the engine's text.
+    """
     events: list[auto.EngineEvent] = []
 
     def record(event: auto.EngineEvent) -> None:
@@ -185,7 +199,11 @@ def run_config(
         if on_event is not None:
             on_event(event)
 
+    cluster = client.connect(local_settings(config.kubernetes, env))
     try:
+        refresh = operation != "destroy" and bool(
+            drift.probe(cluster, config.model_copy(update={"replicas": applied_intents(stack)}))
+        )
         stacks.run(
             stack,
             env,
@@ -193,14 +211,14 @@ def run_config(
             on_output=on_output,
             on_event=record,
             wait_seconds=wait_seconds,
+            refresh=refresh,
+            # A destroy applies nothing: the preflight checks ownership without dry-runs.
+            program_env={PREFLIGHT_MODE_ENV: "ownership"} if operation == "destroy" else None,
             **stacks.OPERATION_OPTIONS[operation],
         )
     except RunFailedError as failed:
-        settings = config.kubernetes
-        if settings.kubeconfig is None and env.kubeconfig is not None:
-            settings = settings.model_copy(update={"kubeconfig": str(env.kubeconfig)})
         try:
-            client.connect(settings).version()
+            cluster.version()
         except ClusterUnavailableError as unreachable:
             raise ClusterUnavailableError([*unreachable.problems, *failed.problems]) from failed
         raise

@@ -2,7 +2,7 @@
 
 ``pulumi up`` users run the repository's ``Pulumi.yaml`` and ``__main__.py``; a control plane
 gets the same project written into a directory of its own, so both run ``program.main`` with
-the project's options (refresh always, stack files under ``stacks/``).
+stack files under ``stacks/``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ def project_settings() -> dict[str, object]:
         "description": "InferCrane's Kubernetes provider (control-plane workspace)",
         "runtime": {"name": "python", "options": options},
         "stackConfigDir": STACK_CONFIG_DIR,
-        "options": {"refresh": "always"},
+        # No `refresh: always` here (unlike the repository's Pulumi.yaml for people running
+        # `pulumi up`): the Automation API can ask for a refresh but cannot decline one the
+        # project forces, and the drivers refresh exactly when the cluster drifted.
     }
 
 

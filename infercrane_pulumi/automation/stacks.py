@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,21 +91,31 @@ def run(
     on_output: Printer | None = None,
     on_event: EventHandler | None = None,
     wait_seconds: float = 0.0,
+    refresh: bool = True,
+    program_env: Mapping[str, str] | None = None,
     **options: Any,
 ) -> Any:
-    """Run ``stack.<operation>`` (preview, up, destroy) with refresh, raising typed errors.
+    """Run ``stack.<operation>`` (preview, up, destroy), raising typed errors.
 
     What a dead run left behind is recovered first. A busy stack raises ``StackBusyError`` at
     once, or after ``wait_seconds`` of waiting.
     """
     deadline = time.monotonic() + wait_seconds
+    options = options | {"refresh": refresh}
     with serialized(env, stack.name):
         with pulumi_errors(stack.name):
             recover(stack, env)
         while True:
             _wait_until_free(env, stack.name, max(0.0, deadline - time.monotonic()))
             try:
-                return _attempt(stack, operation, on_output, on_event, options)
+                return _attempt(
+                    stack,
+                    operation,
+                    on_output=on_output,
+                    on_event=on_event,
+                    options=options,
+                    program_env=program_env or {},
+                )
             except StackBusyError:
                 # Another process took the lock between our look and our start.
                 if time.monotonic() >= deadline:
@@ -115,9 +125,11 @@ def run(
 def _attempt(
     stack: auto.Stack,
     operation: str,
+    *,
     on_output: Printer | None,
     on_event: EventHandler | None,
     options: dict[str, Any],
+    program_env: Mapping[str, str],
 ) -> Any:
     diagnostics: list[str] = []
 
@@ -132,12 +144,12 @@ def _attempt(
     refusal_file = channel / "refusal.json"
     workspace = stack.workspace
     variables = workspace.env_vars
-    workspace.env_vars = {**variables, refusals.REFUSAL_FILE_ENV: str(refusal_file)}
+    workspace.env_vars = {**variables, **program_env, refusals.REFUSAL_FILE_ENV: str(refusal_file)}
     try:
         with pulumi_errors(stack.name):
             try:
                 return getattr(stack, operation)(
-                    color="never", on_output=on_output, on_event=collect, refresh=True, **options
+                    color="never", on_output=on_output, on_event=collect, **options
                 )
             except auto.errors.CommandError as error:
                 if isinstance(error, auto.errors.ConcurrentUpdateError):

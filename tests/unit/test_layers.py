@@ -37,6 +37,7 @@ RANKS = {
     "cluster.client": 6,
     "cluster.preflight": 7,
     "cluster.doctor": 8,
+    "cluster.drift": 8,
     "cluster.observe": 8,
     "components": 9,
     "program": 10,
