@@ -9,6 +9,7 @@ decisions are pure functions over values; ``check_before_apply`` is the only I/O
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -27,6 +28,7 @@ from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.kinds import Kind
 from infercrane_pulumi.manifests import Manifest
 
+PREFLIGHT_MODE_ENV = "INFERCRANE_PREFLIGHT"
 # Within the client's connection pool (its default is 5 per CPU), enough to hide round trips.
 DRY_RUN_CONCURRENCY = 8
 
@@ -107,8 +109,12 @@ def require_served_apis(cluster: Cluster, api: workloads.WorkloadApi) -> None:
             raise RejectedError(api_missing(kind, api, cluster.context))
 
 
-def check_before_apply(cluster: Cluster, config: StackConfig) -> None:
-    """The preflight: refuse foreign objects and field conflicts before anything is written."""
+def check_before_apply(cluster: Cluster, config: StackConfig, *, dry_run: bool = True) -> None:
+    """The preflight: refuse foreign objects and field conflicts before anything is written.
+
+    Without ``dry_run`` only ownership is checked: what a destroy needs, since it applies
+    nothing and deletes exactly-ours objects only.
+    """
     api = workloads.workload_api(config.kubernetes)
     require_served_apis(cluster, api)
     desired = workloads.stack_objects(config)
@@ -121,6 +127,8 @@ def check_before_apply(cluster: Cluster, config: StackConfig) -> None:
         problems += ownership_problems(obj, None if meta is None else {"metadata": meta})
     if problems:
         raise OwnershipError(problems)
+    if not dry_run:
+        return
     # Dry-runs are independent requests; the API server handles them concurrently.
     with ThreadPoolExecutor(max_workers=DRY_RUN_CONCURRENCY) as pool:
         answers = list(pool.map(cluster.dry_run_apply, desired))
@@ -131,6 +139,11 @@ def check_before_apply(cluster: Cluster, config: StackConfig) -> None:
 
 
 def preflight(config: StackConfig) -> None:
-    """The program's preflight against the configured cluster (skipped with zero intents)."""
+    """The program's preflight against the configured cluster (skipped with zero intents).
+
+    A driver running a destroy sets ``INFERCRANE_PREFLIGHT=ownership``: nothing is applied,
+    so the strict dry-runs would only cost time.
+    """
     if config.replicas:
-        check_before_apply(connect(config.kubernetes), config)
+        mode = os.environ.get(PREFLIGHT_MODE_ENV, "full")
+        check_before_apply(connect(config.kubernetes), config, dry_run=mode != "ownership")

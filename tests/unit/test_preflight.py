@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -149,3 +150,15 @@ def test_kserve_mode_without_the_crd_fails_before_any_object_request() -> None:
     ):
         preflight.check_before_apply(Cluster(transport), config(workloadApi="kserve"))
     assert transport.requests == [("GET", "/apis/serving.kserve.io/v1beta1", {})]
+
+
+def test_for_a_destroy_ownership_is_checked_without_dry_runs() -> None:
+    desired = workloads.stack_objects(config())
+    ours = [live_copy(obj, [("infercrane-provider-v1", "Apply")]) for obj in desired]
+    transport = FakeTransport(live=ours)
+    preflight.check_before_apply(Cluster(transport), config(), dry_run=False)
+    assert [method for method, _, _ in transport.requests] == ["GET", "GET"]
+    foreign = copy.deepcopy(ours)
+    foreign[0]["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "helm"
+    with pytest.raises(OwnershipError):
+        preflight.check_before_apply(Cluster(FakeTransport(live=foreign)), config(), dry_run=False)
