@@ -25,8 +25,7 @@ from pulumi import automation as auto
 
 from infercrane_pulumi.automation import project, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.cluster import client, doctor, drift, observe
-from infercrane_pulumi.cluster.preflight import PREFLIGHT_MODE_ENV
+from infercrane_pulumi.cluster import client, doctor, drift, observe, preflight
 from infercrane_pulumi.errors import ClusterUnavailableError, InferCraneError, RunFailedError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
@@ -188,9 +187,11 @@ def run_config(
     ``NamespaceStack`` and the CLI take.
 
     The engine refreshes only when the cluster drifted from what the stack last applied
-    (``cluster.drift``); destroy never needs to. A run that failed while the API server cannot
-    be reached is reported as ``ClusterUnavailableError`` (retryable), found by asking the API
-    server, not by reading the engine's text.
+    (``cluster.drift``). A destroy does not run the program: its ownership check (every
+    applied object exactly ours, no dry-run since nothing is applied) runs here, just before.
+    A run that failed while the API server cannot be reached is reported as
+    ``ClusterUnavailableError`` (retryable), found by asking the API server, not by reading the
+    engine's text.
     """
     events: list[auto.EngineEvent] = []
 
@@ -201,9 +202,13 @@ def run_config(
 
     cluster = client.connect(local_settings(config.kubernetes, env))
     try:
-        refresh = operation != "destroy" and bool(
-            drift.probe(cluster, config.model_copy(update={"replicas": applied_intents(stack)}))
-        )
+        applied = config.model_copy(update={"replicas": applied_intents(stack)})
+        if operation == "destroy":
+            preflight.check_before_apply(cluster, applied, dry_run=False)
+            options: dict[str, Any] = {"refresh": False, "run_program": False}
+        else:
+            drifted = drift.probe(cluster, applied)
+            options = {"refresh": bool(drifted), **stacks.OPERATION_OPTIONS[operation]}
         stacks.run(
             stack,
             env,
@@ -211,10 +216,7 @@ def run_config(
             on_output=on_output,
             on_event=record,
             wait_seconds=wait_seconds,
-            refresh=refresh,
-            # A destroy applies nothing: the preflight checks ownership without dry-runs.
-            program_env={PREFLIGHT_MODE_ENV: "ownership"} if operation == "destroy" else None,
-            **stacks.OPERATION_OPTIONS[operation],
+            **options,
         )
     except RunFailedError as failed:
         try:

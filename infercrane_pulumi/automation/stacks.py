@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +92,6 @@ def run(
     on_event: EventHandler | None = None,
     wait_seconds: float = 0.0,
     refresh: bool = True,
-    program_env: Mapping[str, str] | None = None,
     **options: Any,
 ) -> Any:
     """Run ``stack.<operation>`` (preview, up, destroy), raising typed errors.
@@ -114,7 +113,6 @@ def run(
                     on_output=on_output,
                     on_event=on_event,
                     options=options,
-                    program_env=program_env or {},
                 )
             except StackBusyError:
                 # Another process took the lock between our look and our start.
@@ -129,7 +127,6 @@ def _attempt(
     on_output: Printer | None,
     on_event: EventHandler | None,
     options: dict[str, Any],
-    program_env: Mapping[str, str],
 ) -> Any:
     diagnostics: list[str] = []
 
@@ -144,7 +141,7 @@ def _attempt(
     refusal_file = channel / "refusal.json"
     workspace = stack.workspace
     variables = workspace.env_vars
-    workspace.env_vars = {**variables, **program_env, refusals.REFUSAL_FILE_ENV: str(refusal_file)}
+    workspace.env_vars = {**variables, refusals.REFUSAL_FILE_ENV: str(refusal_file)}
     try:
         with pulumi_errors(stack.name):
             try:

@@ -9,7 +9,6 @@ decisions are pure functions over values; ``check_before_apply`` is the only I/O
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,7 +27,6 @@ from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.kinds import Kind
 from infercrane_pulumi.manifests import Manifest
 
-PREFLIGHT_MODE_ENV = "INFERCRANE_PREFLIGHT"
 # Within the client's connection pool (its default is 5 per CPU), enough to hide round trips.
 DRY_RUN_CONCURRENCY = 8
 
@@ -139,11 +137,6 @@ def check_before_apply(cluster: Cluster, config: StackConfig, *, dry_run: bool =
 
 
 def preflight(config: StackConfig) -> None:
-    """The program's preflight against the configured cluster (skipped with zero intents).
-
-    A driver running a destroy sets ``INFERCRANE_PREFLIGHT=ownership``: nothing is applied,
-    so the strict dry-runs would only cost time.
-    """
+    """The program's preflight against the configured cluster (skipped with zero intents)."""
     if config.replicas:
-        mode = os.environ.get(PREFLIGHT_MODE_ENV, "full")
-        check_before_apply(connect(config.kubernetes), config, dry_run=mode != "ownership")
+        check_before_apply(connect(config.kubernetes), config)
