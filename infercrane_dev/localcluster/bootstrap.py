@@ -1,15 +1,17 @@
-"""Bootstrap a namespace on a local control plane the way the README tells an operator to.
+"""Bootstrap a namespace the way the README tells an operator to.
 
 As admin: the shipped ``deploy/kubernetes`` manifests (rewritten to the target namespace, rules
-untouched), a RoleBinding of the shipped Role(s) to the provider identity's user (what the
-docs prescribe for a control plane outside the cluster), and the worker Secret with a fresh
-random value that is returned to the caller and never printed or put on a command line.
+untouched), RoleBindings of the shipped Role(s) to further identities (by default the local
+control plane's provider user, what the docs prescribe for a control plane outside the
+cluster), and the worker Secret with a fresh random value that is returned to the caller and
+never printed or put on a command line. Works on any cluster: nothing here is local-only.
 """
 
 from __future__ import annotations
 
 import copy
 import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,9 @@ SHIPPED_NAMESPACE = "infercrane-system"
 BASE_FILES = ("base/namespace.yaml", "base/service-accounts.yaml", "base/provider-rbac.yaml")
 KSERVE_FILES = ("kserve/provider-rbac.yaml",)
 OBSERVE_FILES = ("observe/pods-reader.yaml",)
+# The ServiceAccount the shipped RoleBindings bind the shipped Roles to.
+CONTROL_PLANE_ACCOUNT = "infercrane-control-plane"
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
 @dataclass(frozen=True)
@@ -56,14 +61,33 @@ def shipped_objects(
     return documents
 
 
-def user_binding(namespace: str, role: str, user: str = PROVIDER_USER) -> dict[str, Any]:
+def user_subject(user: str = PROVIDER_USER) -> dict[str, str]:
+    return {"apiGroup": RBAC_GROUP, "kind": "User", "name": user}
+
+
+def service_account_subject(namespace: str, name: str = CONTROL_PLANE_ACCOUNT) -> dict[str, str]:
+    return {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+
+
+# Without other instructions, the Roles are also bound to the local control plane's provider
+# user (the docs' recipe for a control plane outside the cluster): `make demo`, benchmarks.
+LOCAL_PROVIDER_USER: tuple[dict[str, str], ...] = (user_subject(),)
+
+
+def role_binding(namespace: str, role: str, subject: Mapping[str, str]) -> dict[str, Any]:
+    """Binds ``role`` to ``subject``; the name says whom, so several subjects never collide."""
+    whom = "user" if subject["kind"] == "User" else f"{subject['namespace']}-{subject['name']}"
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "apiVersion": f"{RBAC_GROUP}/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": f"{role}-user", "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        "metadata": {"name": f"{role}-{whom}", "namespace": namespace},
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": role},
+        "subjects": [dict(subject)],
     }
+
+
+def user_binding(namespace: str, role: str, user: str = PROVIDER_USER) -> dict[str, Any]:
+    return role_binding(namespace, role, user_subject(user))
 
 
 def worker_secret(namespace: str, value: str) -> dict[str, Any]:
@@ -83,17 +107,23 @@ def bootstrap_namespace(
     deploy_dir: Path,
     kserve: bool = False,
     observe: bool = False,
+    bind_to: Sequence[Mapping[str, str]] = LOCAL_PROVIDER_USER,
+    labels: Mapping[str, str] | None = None,
 ) -> Bootstrapped:
     """Create everything a stack in ``namespace`` needs; objects that already exist are kept.
 
     ``observe`` also binds the optional read-only Pod Role (``deploy/kubernetes/observe``).
+    ``bind_to``: subjects bound to the shipped Role(s) besides the shipped RoleBindings' own
+    ServiceAccount (``()`` for exactly the shipped bindings). ``labels`` go on every object
+    created, so a caller can find (and remove) exactly what it made.
     """
     documents = shipped_objects(namespace, kserve=kserve, deploy_dir=deploy_dir, observe=observe)
     roles = tuple(doc["metadata"]["name"] for doc in documents if doc["kind"] == "Role")
     value = secrets.token_urlsafe(32)
-    documents += [user_binding(namespace, role) for role in roles]
+    documents += [role_binding(namespace, role, subject) for subject in bind_to for role in roles]
     documents.append(worker_secret(namespace, value))
     for document in documents:
+        document["metadata"]["labels"] = document["metadata"].get("labels", {}) | dict(labels or {})
         try:
             utils.create_from_dict(admin, document, namespace=namespace)  # type: ignore[no-untyped-call]
         except utils.FailToCreateError as error:

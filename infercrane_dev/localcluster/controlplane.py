@@ -21,7 +21,7 @@ import functools
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -469,14 +469,22 @@ class LocalControlPlane:
         """A ``kubernetes`` client authenticated as ``context``'s user."""
         return new_api_client(self.kubeconfig_path, context)
 
-    def install_crd(self, path: Path, *, timeout: float = 60.0) -> list[str]:
-        """Apply the CRD(s) in ``path`` as admin and wait until Established."""
+    def install_crd(
+        self, path: Path, *, timeout: float = 60.0, labels: Mapping[str, str] | None = None
+    ) -> list[str]:
+        """Apply the CRD(s) in ``path`` as admin, with ``labels``, and wait until Established."""
         from .crds import install_crd
 
         with self.api_client(self.admin_context) as client:
-            return install_crd(client, path, timeout=timeout)
+            return install_crd(client, path, timeout=timeout, labels=labels)
 
-    def add_node_pool(self, pool: NodePool, *, wait_ready: float | None = 60.0) -> list[str]:
+    def add_node_pool(
+        self,
+        pool: NodePool,
+        *,
+        wait_ready: float | None = 60.0,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[str]:
         """As admin, create ``pool``'s simulated Nodes; see :func:`.nodes.add_node_pool`."""
         if not self._scheduling:
             raise ControlPlaneError("node pools need a control plane started with scheduling=True")
@@ -484,7 +492,11 @@ class LocalControlPlane:
 
         with self.api_client(self.admin_context) as client:
             return add_node_pool(
-                client, pool, product_label=self._gpu_product_label, wait_ready=wait_ready
+                client,
+                pool,
+                product_label=self._gpu_product_label,
+                wait_ready=wait_ready,
+                labels=labels,
             )
 
     def delete_node(self, name: str, *, wait_gone: float | None = 30.0) -> None:
@@ -502,8 +514,11 @@ class LocalControlPlane:
             return list_pool_nodes(client, product, product_label=self._gpu_product_label)
 
 
-def new_api_client(kubeconfig_path: Path, context: str) -> ApiClient:
-    """A ``kubernetes`` client for one named context (e.g. of a cluster started by ``up``)."""
+def new_api_client(kubeconfig_path: Path | str, context: str) -> ApiClient:
+    """A ``kubernetes`` client for one named context (e.g. of a cluster started by ``up``).
+
+    ``kubeconfig_path`` may also be a KUBECONFIG-style list of files (``a:b``), as kubectl's.
+    """
     from kubernetes import config
 
     # The kubernetes package ships py.typed but leaves this loader unannotated.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,12 +88,25 @@ def wait_established(api: Any, name: str, *, timeout: float, interval: float = 0
         time.sleep(interval)
 
 
-def install_crd(api_client: ApiClient, path: Path, *, timeout: float = 60.0) -> list[str]:
-    """Apply every CRD in ``path`` with ``api_client`` and wait until all are Established."""
+def install_crd(
+    api_client: ApiClient,
+    path: Path,
+    *,
+    timeout: float = 60.0,
+    labels: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Apply every CRD in ``path`` with ``api_client`` and wait until all are Established.
+
+    ``labels`` are added to each CRD's own, so a test run can find what it installed.
+    """
     from kubernetes.client import ApiextensionsV1Api
 
     api = ApiextensionsV1Api(api_client)
-    names = [apply_crd(api, document) for document in load_crds(path)]
+    documents = load_crds(path)
+    for document in documents:
+        meta = document["metadata"]
+        meta["labels"] = meta.get("labels", {}) | dict(labels or {})
+    names = [apply_crd(api, document) for document in documents]
     deadline = time.monotonic() + timeout
     for name in names:
         wait_established(api, name, timeout=max(0.0, deadline - time.monotonic()))

@@ -143,9 +143,16 @@ def node_index(product: str, name: str) -> int | None:
 
 
 def node_manifest(
-    pool: NodePool, index: int, *, product_label: str = DEFAULT_PRODUCT_LABEL
+    pool: NodePool,
+    index: int,
+    *,
+    product_label: str = DEFAULT_PRODUCT_LABEL,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Node ``index`` of ``pool``; its status (capacity) is kept by the apiserver on create."""
+    """Node ``index`` of ``pool``; its status (capacity) is kept by the apiserver on create.
+
+    ``labels`` are added to the node's own (a test run marks what it created with them).
+    """
     name = node_name(pool.product, index)
     resources = {
         "cpu": NODE_CPU,
@@ -162,6 +169,7 @@ def node_manifest(
                 "kubernetes.io/arch": "amd64",
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
+                **(labels or {}),
                 product_label: pool.product,
                 SIMULATED_LABEL: SIMULATED_VALUE,
             },
@@ -176,7 +184,11 @@ def node_manifest(
 
 
 def pool_manifests(
-    pool: NodePool, existing_names: Iterable[str], *, product_label: str = DEFAULT_PRODUCT_LABEL
+    pool: NodePool,
+    existing_names: Iterable[str],
+    *,
+    product_label: str = DEFAULT_PRODUCT_LABEL,
+    labels: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Nodes for ``pool`` numbered after the existing ones (adding to a pool grows it).
 
@@ -186,7 +198,7 @@ def pool_manifests(
     taken = [node_index(pool.product, name) for name in existing_names]
     start = max((i for i in taken if i is not None), default=-1) + 1
     return [
-        node_manifest(pool, index, product_label=product_label)
+        node_manifest(pool, index, product_label=product_label, labels=labels)
         for index in range(start, start + pool.nodes)
     ]
 

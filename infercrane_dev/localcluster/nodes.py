@@ -8,7 +8,7 @@ only ever touch Nodes carrying the simulated-node label, never any other Node.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
@@ -65,14 +65,15 @@ def add_node_pool(
     *,
     product_label: str = DEFAULT_PRODUCT_LABEL,
     wait_ready: float | None = 60.0,
+    labels: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """Create ``pool``'s Nodes (after any existing ones); return their names.
+    """Create ``pool``'s Nodes (after any existing ones), with ``labels``; return their names.
 
     With ``wait_ready`` (seconds), also wait until kwok made each one Ready and the node
     lifecycle controller lifted its not-ready taint, i.e. until the scheduler can use it.
     """
     existing = [n.name for n in list_simulated_nodes(api, product_label=product_label)]
-    manifests = pool_manifests(pool, existing, product_label=product_label)
+    manifests = pool_manifests(pool, existing, product_label=product_label, labels=labels)
     core = _core(api)
     for manifest in manifests:
         core.create_node(manifest)  # type: ignore[arg-type]  # the client takes JSON dicts
