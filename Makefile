@@ -19,6 +19,22 @@ demo: venv tools
 test: venv tools lint
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m pytest -rs $(PYTEST_ARGS)
 
+## conformance: the conformance suite against an existing cluster (not a local one of its own),
+## acting as CONTEXT, which must be an admin: make conformance KUBECONFIG=<file> CONTEXT=<admin
+## context> [KSERVE_CRD=install]. Removes what it created and fails if anything is left
+## (tests/conformance/README.md). Without CONTEXT it stops here, before anything runs.
+ifneq ($(filter conformance,$(MAKECMDGOALS)),)
+ifeq ($(strip $(CONTEXT)),)
+$(error make conformance: CONTEXT=<admin context> is required; usage: make conformance KUBECONFIG=<file> CONTEXT=<admin context> [KSERVE_CRD=install])
+endif
+endif
+.PHONY: conformance
+conformance: venv tools
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) INFERCRANE_CONFORMANCE_KUBECONFIG='$(KUBECONFIG)' \
+	  INFERCRANE_CONFORMANCE_CONTEXT='$(CONTEXT)' \
+	  INFERCRANE_CONFORMANCE_INSTALL_KSERVE_CRD='$(KSERVE_CRD)' \
+	  $(PY) -m pytest -rs tests/conformance $(PYTEST_ARGS)
+
 ## unit: the fast tests only (no binaries, no cluster)
 unit: venv
 	$(PY) -m pytest -rs tests/unit

@@ -1,136 +1,157 @@
-"""Session fixtures: one local control plane, one Pulumi environment; a namespace per test."""
+"""Session fixtures: one backend (the suite's own local control plane, or an existing cluster
+named by ``make conformance``), one Pulumi environment; a namespace and provider per test.
+
+An existing cluster is preflighted while pytest configures, before collection: a missing
+context or a non-admin one ends the run in one line and nothing is created.
+"""
 
 from __future__ import annotations
 
-import uuid
+import dataclasses
+import functools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from infercrane_dev import DEPLOY_DIR
-from infercrane_dev.localcluster import LocalControlPlane
-from infercrane_dev.localcluster.bootstrap import Bootstrapped, bootstrap_namespace
 from infercrane_pulumi import automation
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
-from tests.conformance.harness import ROOT, Harness, require_toolchain, show
+from tests.conformance.backends import Backend, Tenant, connect, open_backend
+from tests.conformance.gpus import GpuSupply, Pools
+from tests.conformance.harness import ENGINE_BINARIES, ROOT, Harness, require_toolchain, show
+from tests.conformance.identity import KubeconfigError
+from tests.conformance.ledger import RunLedger
+from tests.conformance.preflight import PreflightError
+from tests.conformance.target import ExternalTarget, TargetError, target_from_env
+
+TARGET = pytest.StashKey[ExternalTarget | None]()
 
 
-@pytest.fixture(scope="session")
-def control_plane(pytestconfig: pytest.Config) -> Iterator[LocalControlPlane]:
-    require_toolchain()
-    # Scheduling on (kube-scheduler + kwok), but no node until a test adds a pool of its own
-    # GPU product: the other tests' Pods stay Pending, as before.
-    plane = LocalControlPlane(scheduling=True).start()
-    show(pytestconfig, f"local control plane cold start: {plane.cold_start_seconds:.1f}s")
+def pytest_configure(config: pytest.Config) -> None:
     try:
-        yield plane
-    finally:
-        plane.stop()
+        target = target_from_env(os.environ)
+        if target is not None:
+            connect(target).admin.close()  # type: ignore[no-untyped-call]
+    except (TargetError, KubeconfigError, PreflightError) as refused:
+        raise pytest.UsageError(f"conformance: {refused}") from None
+    config.stash[TARGET] = target
 
 
 @pytest.fixture(scope="session")
-def admin_client(control_plane: LocalControlPlane) -> Iterator[client.ApiClient]:
-    with control_plane.api_client(control_plane.admin_context) as api:
-        yield api
+def backend(pytestconfig: pytest.Config) -> Iterator[Backend]:
+    with open_backend(pytestconfig.stash[TARGET], functools.partial(show, pytestconfig)) as opened:
+        yield opened
 
 
 @pytest.fixture(scope="session")
-def provider_client(control_plane: LocalControlPlane) -> Iterator[client.ApiClient]:
-    with control_plane.api_client(control_plane.provider_context) as api:
-        yield api
+def admin_client(backend: Backend) -> client.ApiClient:
+    return backend.admin
 
 
 @pytest.fixture(scope="session")
-def pulumi_env(
-    control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> automation.PulumiEnvironment:
+def ledger(backend: Backend) -> RunLedger:
+    return backend.ledger
+
+
+@pytest.fixture(scope="session")
+def pulumi_env(tmp_path_factory: pytest.TempPathFactory) -> automation.PulumiEnvironment:
+    """Shared state backend and plugins; each harness adds its own provider kubeconfig."""
     return automation.PulumiEnvironment(
         state_dir=tmp_path_factory.mktemp("pulumi-state"),
         pulumi_home=ROOT / ".infercrane" / "pulumi-home",
         passphrase="conformance-only",
-        bin_dir=require_toolchain(),
-        kubeconfig=control_plane.kubeconfig_path,
+        bin_dir=require_toolchain(ENGINE_BINARIES),
     )
 
 
-def _bootstrap(
-    admin_client: client.ApiClient, *, kserve: bool = False, observe: bool = False
-) -> Iterator[Bootstrapped]:
-    namespace = f"ic-{uuid.uuid4().hex[:8]}"
-    done = bootstrap_namespace(
-        admin_client, namespace, deploy_dir=DEPLOY_DIR, kserve=kserve, observe=observe
-    )
-    yield done
-    # Background deletion: the namespace controller finishes it; no test waits on it.
-    client.CoreV1Api(admin_client).delete_namespace(namespace)
+def _tenant(
+    backend: Backend, workdir: Path, *, kserve: bool = False, observe: bool = False
+) -> Iterator[Tenant]:
+    made = backend.tenant(workdir, kserve=kserve, observe=observe)
+    yield made
+    made.provider.kubeconfig.unlink(missing_ok=True)
+    # Background deletion: the session's sweep waits for it, no test does.
+    backend.ledger.delete_namespace(made.namespace)
 
 
 @pytest.fixture
-def bootstrapped(admin_client: client.ApiClient) -> Iterator[Bootstrapped]:
-    yield from _bootstrap(admin_client)
+def tenant(backend: Backend, tmp_path: Path) -> Iterator[Tenant]:
+    yield from _tenant(backend, tmp_path)
 
 
 @pytest.fixture
-def observing_bootstrapped(admin_client: client.ApiClient) -> Iterator[Bootstrapped]:
+def observing_tenant(backend: Backend, tmp_path: Path) -> Iterator[Tenant]:
     """A namespace whose provider may also read Pods (the optional observe Role)."""
-    yield from _bootstrap(admin_client, observe=True)
+    yield from _tenant(backend, tmp_path, observe=True)
 
 
 @pytest.fixture
-def kserve_bootstrapped(admin_client: client.ApiClient) -> Iterator[Bootstrapped]:
-    yield from _bootstrap(admin_client, kserve=True)
+def kserve_tenant(backend: Backend, tmp_path: Path) -> Iterator[Tenant]:
+    yield from _tenant(backend, tmp_path, kserve=True)
+
+
+@pytest.fixture
+def provider_client(tenant: Tenant) -> Iterator[client.ApiClient]:
+    with tenant.provider.api_client() as api:
+        yield api
 
 
 def _harness(
-    control_plane: LocalControlPlane,
+    tenant: Tenant,
     pulumi_env: automation.PulumiEnvironment,
     admin_client: client.ApiClient,
-    namespace: str,
-    tmp_path: Path,
+    workdir: Path,
 ) -> Harness:
     return Harness(
-        control_plane=control_plane,
-        env=pulumi_env,
-        namespace=namespace,
-        workdir=tmp_path,
+        provider=tenant.provider,
+        env=dataclasses.replace(pulumi_env, kubeconfig=tenant.provider.kubeconfig),
+        namespace=tenant.namespace,
+        workdir=workdir,
         admin=Cluster(RestTransport(admin_client), context="admin"),
     )
 
 
 @pytest.fixture
 def harness(
-    control_plane: LocalControlPlane,
+    tenant: Tenant,
     pulumi_env: automation.PulumiEnvironment,
     admin_client: client.ApiClient,
-    bootstrapped: Bootstrapped,
     tmp_path: Path,
 ) -> Harness:
-    return _harness(control_plane, pulumi_env, admin_client, bootstrapped.namespace, tmp_path)
+    return _harness(tenant, pulumi_env, admin_client, tmp_path)
 
 
 @pytest.fixture
 def observing_harness(
-    control_plane: LocalControlPlane,
+    observing_tenant: Tenant,
     pulumi_env: automation.PulumiEnvironment,
     admin_client: client.ApiClient,
-    observing_bootstrapped: Bootstrapped,
     tmp_path: Path,
 ) -> Harness:
-    return _harness(
-        control_plane, pulumi_env, admin_client, observing_bootstrapped.namespace, tmp_path
-    )
+    return _harness(observing_tenant, pulumi_env, admin_client, tmp_path)
 
 
 @pytest.fixture
 def kserve_harness(
-    control_plane: LocalControlPlane,
+    kserve_tenant: Tenant,
     pulumi_env: automation.PulumiEnvironment,
     admin_client: client.ApiClient,
-    kserve_bootstrapped: Bootstrapped,
     tmp_path: Path,
 ) -> Harness:
-    return _harness(
-        control_plane, pulumi_env, admin_client, kserve_bootstrapped.namespace, tmp_path
-    )
+    return _harness(kserve_tenant, pulumi_env, admin_client, tmp_path)
+
+
+@pytest.fixture
+def pools(backend: Backend) -> Iterator[Pools]:
+    """Simulated GPU node pools this test may add and delete; skips off the local backend."""
+    with backend.pools() as made:
+        yield made
+
+
+@pytest.fixture
+def gpu(backend: Backend) -> Iterator[GpuSupply]:
+    """Schedulable GPU nodes: made locally, found (or skipped for) on an existing cluster."""
+    with backend.gpu_supply() as supply:
+        yield supply

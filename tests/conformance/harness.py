@@ -1,9 +1,11 @@
-"""A per-test Pulumi project and stack on the local control plane, driven like production.
+"""A per-test Pulumi project and stack on the suite's cluster, driven like production.
 
-Each test gets its own namespace (bootstrapped from deploy/kubernetes as admin), its own stack
-name, and a project directory holding only ``Pulumi.yaml``, the project's tiny ``__main__.py``
-and ``stacks/Pulumi.<stack>.yaml``: the program itself is the installed package, run through the
-real CLI and Python language host. Cluster state is always read back as admin, never from Pulumi.
+Each test gets its own namespace (bootstrapped from deploy/kubernetes as admin), the provider
+identity of that namespace (its control-plane ServiceAccount, see ``identity.py``), its own
+stack name, and a project directory holding only ``Pulumi.yaml``, the project's tiny
+``__main__.py`` and ``stacks/Pulumi.<stack>.yaml``: the program itself is the installed
+package, run through the real CLI and Python language host. Cluster state is always read back
+as admin, never from Pulumi.
 """
 
 from __future__ import annotations
@@ -22,32 +24,36 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from infercrane_dev.localcluster import BinaryNotFoundError, LocalControlPlane, find_binary
+from infercrane_dev.localcluster import BinaryNotFoundError, find_binary
 from infercrane_pulumi import automation, kinds, naming
+from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import Kind
+from tests.conformance.identity import ProviderIdentity
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/vllm/vllm-openai@sha256:" + "5e" * 32
 T = TypeVar("T")
 
 
-REQUIRED_BINARIES = (
+# What drives a stack, on any cluster.
+ENGINE_BINARIES = ("pulumi", "pulumi-language-python", "pulumi-resource-kubernetes")
+# ... and what the local control plane runs besides.
+LOCAL_BINARIES = (
     "etcd",
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
     "kwok",
-    "pulumi",
-    "pulumi-language-python",
-    "pulumi-resource-kubernetes",
+    *ENGINE_BINARIES,
 )
 
 
-def require_toolchain() -> Path:
+def require_toolchain(names: tuple[str, ...] = LOCAL_BINARIES) -> Path:
     """The tools' bin dir; skips (fails when INFERCRANE_REQUIRE_TOOLS=1, as in CI) if incomplete."""
     try:
-        for name in REQUIRED_BINARIES:
+        for name in names:
             find_binary(name)
         return find_binary("pulumi").parent
     except BinaryNotFoundError as missing:
@@ -76,14 +82,23 @@ def wait_for(probe: Callable[[], T | None], *, timeout: float, what: str) -> T:
         time.sleep(0.2)
 
 
+# A GPU product no cluster has, for scenarios whose Pods need not run: they stay Pending on
+# every cluster, so the suite never takes a real GPU or pulls the placeholder image there.
+NO_SUCH_GPU = "infercrane-conformance-no-such-gpu"
+
+
 def replica(key: str, **extra: Any) -> dict[str, Any]:
-    return {"externalKey": key, "model": "Qwen/Qwen3-0.6B", "gpu": "NVIDIA-L4"} | extra
+    return {"externalKey": key, "model": "Qwen/Qwen3-0.6B", "gpu": NO_SUCH_GPU} | extra
+
+
+def intent(key: str, **extra: Any) -> ReplicaIntent:
+    return ReplicaIntent.model_validate(replica(key, **extra))
 
 
 @dataclass
 class Harness:
-    control_plane: LocalControlPlane
-    env: automation.PulumiEnvironment
+    provider: ProviderIdentity
+    env: automation.PulumiEnvironment  # its kubeconfig is the provider's
     namespace: str
     workdir: Path
     admin: Cluster
@@ -98,6 +113,14 @@ class Harness:
     def stack_file(self) -> Path:
         return self.project_dir / "stacks" / f"Pulumi.{self.stack_name}.yaml"
 
+    def kubernetes(self, **settings: Any) -> dict[str, Any]:
+        """``infercrane:kubernetes`` for this namespace, as the provider identity."""
+        return {
+            "context": self.provider.context,
+            "namespace": self.namespace,
+            "imageDigest": IMAGE,
+        } | settings
+
     def configure(self, replicas: list[dict[str, Any]], **settings: Any) -> Path:
         """Write the project and this test's stack file; returns the stack file."""
         (self.project_dir / "stacks").mkdir(parents=True, exist_ok=True)
@@ -105,14 +128,26 @@ class Harness:
         project["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
         (self.project_dir / "Pulumi.yaml").write_text(yaml.safe_dump(project))
         shutil.copy(ROOT / "__main__.py", self.project_dir / "__main__.py")
-        kubernetes = {
-            "context": self.control_plane.provider_context,
-            "namespace": self.namespace,
-            "imageDigest": IMAGE,
-        } | settings
+        kubernetes = self.kubernetes(**settings)
         config = {"infercrane:kubernetes": kubernetes, "infercrane:replicas": replicas}
         self.stack_file.write_text(yaml.safe_dump({"config": config}))
         return self.stack_file
+
+    def namespace_stack(
+        self, workspace: Path, *, namespace: str = "", stack_name: str = "", **settings: Any
+    ) -> NamespaceStack:
+        """The control plane's stack for ``namespace`` (default: the test's), as the provider."""
+        kubernetes = self.kubernetes(**settings) | ({"namespace": namespace} if namespace else {})
+        return NamespaceStack(
+            KubernetesSettings.model_validate(kubernetes),
+            self.env,
+            workspace,
+            stack_name=stack_name or self.stack_name,
+        )
+
+    def process_env(self) -> dict[str, str]:
+        """The environment of a CLI process acting as the provider: its kubeconfig only."""
+        return os.environ | {"KUBECONFIG": str(self.provider.kubeconfig)}
 
     def stack(self, env: automation.PulumiEnvironment | None = None) -> auto.Stack:
         return automation.open_stack(

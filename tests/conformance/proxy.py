@@ -1,5 +1,6 @@
 """A loopback TCP proxy in front of the API server that a test can cut and restore, to make
-the API server "go away" in the middle of a run without touching the control plane itself."""
+the API server "go away" in the middle of a run without touching the cluster itself (which may
+be anyone's: the proxy only forwards bytes, TLS stays end to end)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from infercrane_dev.localcluster.ports import LOOPBACK
 
 
 class CuttableProxy:
-    def __init__(self, target_port: int) -> None:
-        self._target = (LOOPBACK, target_port)
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self._target = (target_host, target_port)
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -34,6 +35,10 @@ class CuttableProxy:
             listener, self._listener = self._listener, None
             sockets, self._open = self._open, set()
         if listener is not None:
+            # close() alone leaves a thread blocked in accept() holding the socket open, and
+            # it accepts one more connection after the cut; shutdown() wakes it and refuses.
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
             listener.close()
         for sock in sockets:
             with contextlib.suppress(OSError):

@@ -11,16 +11,18 @@ import sys
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import pytest
 import yaml
 
+from infercrane_dev.localcluster.ports import LOOPBACK
 from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import NamespaceStack, stack_locks
 from infercrane_pulumi.errors import ClusterUnavailableError, StackBusyError
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
-from tests.conformance.harness import IMAGE, ROOT, Harness, replica, wait_for
+from infercrane_pulumi.intents import KubernetesSettings
+from tests.conformance.harness import ROOT, Harness, intent, replica, wait_for
 from tests.conformance.proxy import CuttableProxy
 
 pytestmark = pytest.mark.conformance
@@ -41,7 +43,7 @@ def cli_env(harness: Harness) -> dict[str, str]:
         "PULUMI_CONFIG_PASSPHRASE": harness.env.passphrase,
         "PULUMI_HOME": str(harness.env.pulumi_home),
         "INFERCRANE_TOOLS_BIN": str(harness.env.bin_dir),
-        "KUBECONFIG": str(harness.control_plane.kubeconfig_path),
+        "KUBECONFIG": str(harness.provider.kubeconfig),
     }
 
 
@@ -67,6 +69,7 @@ def cli(harness: Harness, *args: str) -> subprocess.Popen[str]:
 
 def finished(process: subprocess.Popen[str]) -> tuple[int, dict[str, Any], str]:
     out, err = process.communicate(timeout=300)
+    assert out.strip(), f"exit {process.returncode}, no envelope; stderr: {err[-3000:]}"
     envelope: dict[str, Any] = json.loads(out)
     ENVELOPE.validate(envelope)
     return process.returncode, envelope, err
@@ -182,20 +185,20 @@ def test_two_processes_updating_one_stack_at_once_both_succeed_when_they_wait(
 def test_the_api_server_going_away_mid_run_is_retryable_and_the_next_run_converges(
     harness: Harness, tmp_path: Path
 ) -> None:
-    kubeconfig = yaml.safe_load(harness.control_plane.kubeconfig_path.read_text())
-    server = kubeconfig["clusters"][0]["cluster"]["server"]
-    proxy = CuttableProxy(int(server.rsplit(":", 1)[1])).start()
-    kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
+    kubeconfig = harness.provider.document()
+    [cluster] = kubeconfig["clusters"]
+    server = urlsplit(cluster["cluster"]["server"])
+    assert server.hostname is not None
+    proxy = CuttableProxy(server.hostname, server.port or 443).start()
+    cluster["cluster"]["server"] = f"https://{LOOPBACK}:{proxy.port}"
+    if server.hostname != LOOPBACK:
+        # The API server's certificate names its own host, not the proxy's.
+        cluster["cluster"].setdefault("tls-server-name", server.hostname)
     settings = KubernetesSettings.model_validate(
-        {
-            "context": harness.control_plane.provider_context,
-            "namespace": harness.namespace,
-            "imageDigest": IMAGE,
-            "kubeconfig": yaml.safe_dump(kubeconfig),
-        }
+        harness.kubernetes(kubeconfig=yaml.safe_dump(kubeconfig))
     )
     keys = [f"flaky-{i}" for i in range(20)]
-    intents = [ReplicaIntent.model_validate(replica(k)) for k in keys]
+    intents = [intent(k) for k in keys]
     cut: list[bool] = []
 
     def cut_after_the_first_object(event: Any) -> None:

@@ -7,43 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
 
-from infercrane_dev import DEPLOY_DIR
-from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_pulumi import kinds, naming
-from infercrane_pulumi.automation import NamespaceStack, ensure_many
+from infercrane_pulumi.automation import ensure_many
 from infercrane_pulumi.errors import ConfigError, RejectedError
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
-from tests.conformance.harness import IMAGE, Harness, wait_for
+from tests.conformance.harness import Harness, intent, wait_for
+from tests.conformance.ledger import RunLedger
 
 pytestmark = pytest.mark.conformance
 
 
-def intent(key: str, **extra: Any) -> ReplicaIntent:
-    return ReplicaIntent.model_validate(
-        {"externalKey": key, "model": "Qwen/Qwen3-0.6B", "gpu": "NVIDIA-L4"} | extra
-    )
-
-
-def namespace_stack(
-    harness: Harness, workspace: Path, *, namespace: str = "", stack_name: str = ""
-) -> NamespaceStack:
-    """The control plane's stack for ``namespace`` (default: the test's), as the provider."""
-    settings = KubernetesSettings.model_validate(
-        {
-            "context": harness.control_plane.provider_context,
-            "namespace": namespace or harness.namespace,
-            "imageDigest": IMAGE,
-        }
-    )
-    return NamespaceStack(
-        settings, harness.env, workspace, stack_name=stack_name or harness.stack_name
-    )
-
-
 def test_ensure_observe_change_remove_and_destroy_per_key(harness: Harness, tmp_path: Path) -> None:
-    stack = namespace_stack(harness, tmp_path / "workspace")
+    stack = harness.namespace_stack(tmp_path / "workspace")
     a, b = intent("cp-a"), intent("cp-b", modelRevision="r1")
 
     created = stack.ensure([a, b])
@@ -63,7 +38,7 @@ def test_ensure_observe_change_remove_and_destroy_per_key(harness: Harness, tmp_
             f"http://{naming.object_name(replica.external_key)}.{harness.namespace}.svc:8000"
         )
 
-    # No scheduler and no Pod permission: the Deployment's own condition says why.
+    # No node of the product and no Pod permission: the Deployment's own condition says why.
     def provisioning_with_reason() -> list[Any] | None:
         found = stack.observe()
         reasons = [o.reason for o in found]
@@ -103,7 +78,7 @@ def test_ensure_observe_change_remove_and_destroy_per_key(harness: Harness, tmp_
 def test_bad_intents_are_refused_before_anything_is_written(
     harness: Harness, tmp_path: Path
 ) -> None:
-    stack = namespace_stack(harness, tmp_path / "workspace")
+    stack = harness.namespace_stack(tmp_path / "workspace")
     for intents, problem in (
         ([intent("dup"), intent("dup")], "externalKey 'dup' appears 2 times"),
         ([intent("Case-Key"), intent("case-key")], "differ only in case or whitespace"),
@@ -116,15 +91,17 @@ def test_bad_intents_are_refused_before_anything_is_written(
 
 
 def test_several_namespaces_at_once_and_one_failure_stops_no_other(
-    harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+    harness: Harness, ledger: RunLedger, tmp_path: Path
 ) -> None:
     requests = {}
     for index in range(4):
-        namespace = f"{harness.namespace}-p{index}"
-        bootstrap_namespace(admin_client, namespace, deploy_dir=DEPLOY_DIR)
+        # One control plane serving several namespaces: the shipped Roles bound, in each, to
+        # the one identity it runs as (here the test namespace's ServiceAccount).
+        namespace = ledger.bootstrap(
+            f"{harness.namespace}-p{index}", bind_to=[harness.provider.subject]
+        ).namespace
         requests[namespace] = (
-            namespace_stack(
-                harness,
+            harness.namespace_stack(
                 tmp_path / namespace,
                 namespace=namespace,
                 stack_name=f"{harness.stack_name}-p{index}",
@@ -132,8 +109,8 @@ def test_several_namespaces_at_once_and_one_failure_stops_no_other(
             [intent(f"par-{index}-a"), intent(f"par-{index}-b")],
         )
     # A namespace nobody bootstrapped: the provider identity holds no Role there.
-    stranger = namespace_stack(
-        harness, tmp_path / "d", namespace="default", stack_name=f"{harness.stack_name}-d"
+    stranger = harness.namespace_stack(
+        tmp_path / "d", namespace="default", stack_name=f"{harness.stack_name}-d"
     )
     requests["default"] = (stranger, [intent("x")])
 
@@ -141,9 +118,10 @@ def test_several_namespaces_at_once_and_one_failure_stops_no_other(
 
     refused = outcomes.pop("default")
     assert isinstance(refused.error, RejectedError) and refused.result is None
-    assert "forbidden" in str(refused.error) and 'cannot get resource "deployments"' in str(
-        refused.error
-    )
+    # Refused by RBAC, naming the provider identity and the resource it may not touch there.
+    message = str(refused.error)
+    assert "forbidden" in message and 'resource "deployments"' in message
+    assert f'User "{harness.provider.username}"' in message
     for namespace, outcome in outcomes.items():
         assert outcome.error is None and outcome.result is not None
         assert [r.change for r in outcome.result.replicas] == ["create", "create"]
@@ -153,4 +131,4 @@ def test_several_namespaces_at_once_and_one_failure_stops_no_other(
         }
         assert names == {naming.object_name(i.external_key) for i in requests[namespace][1]}
     for namespace in outcomes:
-        client.CoreV1Api(admin_client).delete_namespace(namespace)
+        ledger.delete_namespace(namespace)

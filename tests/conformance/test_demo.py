@@ -10,12 +10,15 @@ import pytest
 
 from infercrane_pulumi.cluster.doctor import OWNED_VERBS
 from infercrane_pulumi.workloads import WORKLOAD_APIS
+from tests.conformance.backends import Backend
 from tests.conformance.harness import ROOT, require_toolchain
 
 pytestmark = pytest.mark.conformance
 
 
-def test_demo_applies_under_our_field_manager_and_leaves_nothing() -> None:
+def test_demo_applies_under_our_field_manager_and_leaves_nothing(backend: Backend) -> None:
+    # Not the session's cluster: the demo starts (and stops) a local control plane of its own.
+    backend.local("`make demo` runs on a local control plane with simulated GPU nodes")
     bin_dir = require_toolchain()
     before = set((ROOT / ".infercrane").glob("demo-*"))
     completed = subprocess.run(

@@ -1,50 +1,28 @@
-"""KServe Standard mode on the real engine, with the trimmed InferenceService CRD installed."""
+"""KServe Standard mode on the real engine: against the cluster's InferenceService API, or the
+trimmed fixture CRD where the run may install it (see ``kserve_api.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_pulumi import kinds
 from infercrane_pulumi.errors import RejectedError
-from tests.conformance.harness import ROOT, Harness, managers, replica, wait_for
+from tests.conformance.backends import Backend
+from tests.conformance.harness import Harness, managers, replica
 
 pytestmark = pytest.mark.conformance
-CRD = ROOT / "tests" / "fixtures" / "kserve-inferenceservice-crd.yaml"
-CRD_NAME = "inferenceservices.serving.kserve.io"
-
-
-def _remove_crd(admin_client: client.ApiClient) -> None:
-    api = client.ApiextensionsV1Api(admin_client)
-    try:
-        api.delete_custom_resource_definition(CRD_NAME)
-    except ApiException as error:
-        if error.status != 404:
-            raise
-
-    def gone() -> bool:
-        try:
-            api.read_custom_resource_definition(CRD_NAME)
-        except ApiException as error:
-            return bool(error.status == 404)
-        return False
-
-    wait_for(gone, timeout=60, what="CRD removal")
 
 
 @pytest.fixture
-def kserve_crd(control_plane: LocalControlPlane, admin_client: client.ApiClient) -> Iterator[None]:
-    control_plane.install_crd(CRD)
-    yield
-    _remove_crd(admin_client)
+def inference_service_api(backend: Backend) -> None:
+    """The InferenceService API is served, or the test skips saying why it cannot be."""
+    absent = backend.kserve.ensure()
+    if absent is not None:
+        pytest.skip(absent)
 
 
 def test_kserve_mode_creates_one_standard_inference_service(
-    kserve_crd: None, kserve_harness: Harness
+    inference_service_api: None, kserve_harness: Harness
 ) -> None:
     kserve_harness.configure([replica("kserve-r0")], workloadApi="kserve")
     kserve_harness.preview()
@@ -63,9 +41,11 @@ def test_kserve_mode_creates_one_standard_inference_service(
 
 
 def test_kserve_mode_without_the_crd_fails_clearly_before_any_write(
-    admin_client: client.ApiClient, kserve_harness: Harness
+    backend: Backend, kserve_harness: Harness
 ) -> None:
-    _remove_crd(admin_client)
+    kept = backend.kserve.remove()
+    if kept is not None:
+        pytest.skip(kept)
     kserve_harness.configure([replica("kserve-r0")], workloadApi="kserve")
     for operation in (kserve_harness.preview, kserve_harness.up):
         with pytest.raises(RejectedError) as refused:

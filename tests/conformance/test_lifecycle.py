@@ -7,6 +7,7 @@ server as admin; Pulumi's own view is never the evidence.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -20,11 +21,11 @@ import pytest
 from kubernetes import client
 from pulumi import automation as auto
 
-from infercrane_dev.localcluster.bootstrap import Bootstrapped
 from infercrane_dev.localcluster.processes import descendants, is_alive
 from infercrane_pulumi import automation, kinds, naming, workloads
 from infercrane_pulumi.errors import RejectedError
 from infercrane_pulumi.intents import load_stack_file
+from tests.conformance.backends import Tenant
 from tests.conformance.harness import (
     Harness,
     fields_of,
@@ -131,7 +132,7 @@ def _inspect(harness: Harness) -> dict[str, Any]:
             str(harness.stack_file),
             "--json",
         ],
-        env=os.environ | {"KUBECONFIG": str(harness.control_plane.kubeconfig_path)},
+        env=harness.process_env(),
         capture_output=True,
         text=True,
         check=False,
@@ -149,14 +150,7 @@ def test_restart_observation_from_a_fresh_process_and_workspace(
     harness.configure([replica(k) for k in keys])
     harness.up()
 
-    fresh = Harness(
-        harness.control_plane,
-        harness.env,
-        harness.namespace,
-        tmp_path / "fresh",
-        harness.admin,
-        stack_name=harness.stack_name,
-    )
+    fresh = dataclasses.replace(harness, workdir=tmp_path / "fresh", log=[])
     fresh.configure([replica(k) for k in keys])
     outputs = fresh.stack().outputs()
     assert sorted(outputs["replicas"].value) == keys
@@ -293,15 +287,13 @@ def test_removing_an_intent_and_destroy_delete_exactly_ours(
     show(pytestconfig, f"two destroys took {elapsed:.1f}s; zero owned objects within 30s")
 
 
-def test_the_worker_secret_value_appears_nowhere(
-    harness: Harness, bootstrapped: Bootstrapped
-) -> None:
+def test_the_worker_secret_value_appears_nowhere(harness: Harness, tenant: Tenant) -> None:
     harness.configure([replica("hygiene-r0")])
     harness.up()
     stack: auto.Stack = harness.stack()
     exported = json.dumps(stack.export_stack().deployment)
     outputs = json.dumps({k: v.value for k, v in stack.outputs().items()})
-    value = bootstrapped.worker_secret_value
+    value = tenant.bootstrapped.worker_secret_value
     assert value not in exported
     assert value not in outputs
     assert value not in harness.text()

@@ -8,7 +8,8 @@ scheduling) and via the detached ``up`` / ``down`` CLI, including ``up --node-po
 and the node subcommands.  Scheduling itself: ``test_localcluster_scheduling.py``.
 
 Skips (never passes) when the binaries are absent; set
-``INFERCRANE_REQUIRE_TOOLS=1`` to turn that skip into a failure (for CI).
+``INFERCRANE_REQUIRE_TOOLS=1`` to turn that skip into a failure (for CI). Runs only on the
+local backend: against an existing cluster there is no local control plane to test.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,7 +34,9 @@ from infercrane_dev.localcluster import (
 from infercrane_dev.localcluster.binaries import repo_root
 from infercrane_dev.localcluster.processes import group_members, is_alive
 from infercrane_dev.localcluster.state import load_state
+from tests.conformance.backends import Backend
 from tests.conformance.harness import require_toolchain, show, wait_for
+from tests.conformance.ledger import RunLedger
 
 pytestmark = pytest.mark.conformance
 
@@ -58,6 +62,26 @@ spec:
 """
 
 
+@pytest.fixture(scope="module", autouse=True)
+def plane(backend: Backend) -> LocalControlPlane:
+    """The session's local control plane; every test here skips on another backend."""
+    return backend.local("tests the local control plane itself (started only by the local run)")
+
+
+@pytest.fixture(scope="module")
+def plane_admin(plane: LocalControlPlane) -> Iterator[client.ApiClient]:
+    with plane.api_client(plane.admin_context) as api:
+        yield api
+
+
+@pytest.fixture(scope="module")
+def plane_provider(plane: LocalControlPlane) -> Iterator[client.ApiClient]:
+    """The plane's own client-certificate provider user (the suite's provider is a
+    ServiceAccount; this context is what ``make demo`` and ``up`` users get)."""
+    with plane.api_client(plane.provider_context) as api:
+        yield api
+
+
 def _meta(obj: Any) -> client.V1ObjectMeta:
     meta = obj.metadata
     assert isinstance(meta, client.V1ObjectMeta)
@@ -72,49 +96,42 @@ def _self_review(api: client.ApiClient) -> client.V1UserInfo:
     return review.status.user_info
 
 
-def _namespace(api: client.ApiClient, name: str) -> None:
-    client.CoreV1Api(api).create_namespace(
-        client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
-    )
-
-
-def test_readyz(control_plane: LocalControlPlane) -> None:
-    pki = control_plane.workdir / "pki"
+def test_readyz(plane: LocalControlPlane) -> None:
+    pki = plane.workdir / "pki"
     tls = health.client_tls_context(pki / "ca.crt", pki / "admin.crt", pki / "admin.key")
-    port = int(control_plane.server.rsplit(":", 1)[1])
+    port = int(plane.server.rsplit(":", 1)[1])
     status, body = health.http_get(port, "/readyz", tls=tls)
     assert (status, body) == (200, b"ok")
-    assert control_plane.server.startswith("https://127.0.0.1:")
+    assert plane.server.startswith("https://127.0.0.1:")
 
 
 def test_identities_are_who_we_think(
-    admin_client: client.ApiClient, provider_client: client.ApiClient
+    plane_admin: client.ApiClient, plane_provider: client.ApiClient
 ) -> None:
-    admin_info = _self_review(admin_client)
+    admin_info = _self_review(plane_admin)
     assert admin_info.username == "infercrane-admin"
     assert "system:masters" in (admin_info.groups or [])
-    provider_info = _self_review(provider_client)
+    provider_info = _self_review(plane_provider)
     assert provider_info.username == "infercrane-provider"
     assert set(provider_info.groups or []) == {"system:authenticated"}
 
 
 def test_admin_is_admin_and_provider_is_not(
-    admin_client: client.ApiClient, provider_client: client.ApiClient
+    plane_admin: client.ApiClient, plane_provider: client.ApiClient, ledger: RunLedger
 ) -> None:
-    _namespace(admin_client, "conformance-rbac")
-    admin_core = client.CoreV1Api(admin_client)
+    ns = ledger.create_namespace("conformance-rbac")
+    admin_core = client.CoreV1Api(plane_admin)
     admin_core.create_namespaced_secret(
-        "conformance-rbac",
-        client.V1Secret(metadata=client.V1ObjectMeta(name="s"), string_data={"k": "v"}),
+        ns, client.V1Secret(metadata=client.V1ObjectMeta(name="s"), string_data={"k": "v"})
     )
-    assert "conformance-rbac" in {_meta(ns).name for ns in admin_core.list_namespace().items}
-    assert (admin_core.read_namespaced_secret("s", "conformance-rbac").data or {})["k"]
+    assert ns in {_meta(item).name for item in admin_core.list_namespace().items}
+    assert (admin_core.read_namespaced_secret("s", ns).data or {})["k"]
 
-    provider_core = client.CoreV1Api(provider_client)
+    provider_core = client.CoreV1Api(plane_provider)
     for call in (
         provider_core.list_namespace,
-        lambda: provider_core.read_namespaced_secret("s", "conformance-rbac"),
-        lambda: provider_core.list_namespaced_secret("conformance-rbac"),
+        lambda: provider_core.read_namespaced_secret("s", ns),
+        lambda: provider_core.list_namespaced_secret(ns),
         lambda: provider_core.create_namespace(
             client.V1Namespace(metadata=client.V1ObjectMeta(name="provider-made"))
         ),
@@ -124,10 +141,11 @@ def test_admin_is_admin_and_provider_is_not(
         assert info.value.status == 403, info.value.body
 
 
-def test_deployment_gets_replicaset_and_pending_pod(admin_client: client.ApiClient) -> None:
-    ns = "conformance-workloads"
-    _namespace(admin_client, ns)
-    apps = client.AppsV1Api(admin_client)
+def test_deployment_gets_replicaset_and_pending_pod(
+    plane_admin: client.ApiClient, ledger: RunLedger
+) -> None:
+    ns = ledger.create_namespace("conformance-workloads")
+    apps = client.AppsV1Api(plane_admin)
     labels = {"app": "web"}
     deployment = apps.create_namespaced_deployment(
         ns,
@@ -154,7 +172,7 @@ def test_deployment_gets_replicaset_and_pending_pod(admin_client: client.ApiClie
         return None
 
     rs = wait_for(owned_replicaset, timeout=90, what="a ReplicaSet owned by the Deployment")
-    core = client.CoreV1Api(admin_client)
+    core = client.CoreV1Api(plane_admin)
     pods = wait_for(
         lambda: core.list_namespaced_pod(ns).items,
         timeout=90,
@@ -175,10 +193,9 @@ def test_deployment_gets_replicaset_and_pending_pod(admin_client: client.ApiClie
     )
 
 
-def test_namespace_deletion_completes(admin_client: client.ApiClient) -> None:
-    ns = "conformance-doomed"
-    _namespace(admin_client, ns)
-    core = client.CoreV1Api(admin_client)
+def test_namespace_deletion_completes(plane_admin: client.ApiClient, ledger: RunLedger) -> None:
+    ns = ledger.create_namespace("conformance-doomed")
+    core = client.CoreV1Api(plane_admin)
     core.create_namespaced_config_map(
         ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="cm"), data={"a": "b"})
     )
@@ -195,18 +212,19 @@ def test_namespace_deletion_completes(admin_client: client.ApiClient) -> None:
 
 
 def test_install_crd(
-    control_plane: LocalControlPlane, admin_client: client.ApiClient, tmp_path: Path
+    plane: LocalControlPlane, plane_admin: client.ApiClient, ledger: RunLedger, tmp_path: Path
 ) -> None:
     path = tmp_path / "widget-crd.yaml"
     path.write_text(WIDGET_CRD)
-    assert control_plane.install_crd(path) == ["widgets.conformance.infercrane.dev"]
+    names = ["widgets.conformance.infercrane.dev"]
+    assert plane.install_crd(path, labels=ledger.labels) == names
     # Re-applying is fine.
-    assert control_plane.install_crd(path) == ["widgets.conformance.infercrane.dev"]
-    _namespace(admin_client, "conformance-crd")
-    client.CustomObjectsApi(admin_client).create_namespaced_custom_object(
+    assert plane.install_crd(path, labels=ledger.labels) == names
+    ns = ledger.create_namespace("conformance-crd")
+    client.CustomObjectsApi(plane_admin).create_namespaced_custom_object(
         "conformance.infercrane.dev",
         "v1",
-        "conformance-crd",
+        ns,
         "widgets",
         {
             "apiVersion": "conformance.infercrane.dev/v1",

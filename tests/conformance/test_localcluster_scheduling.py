@@ -6,8 +6,9 @@ Recreate rollout replaces it; the scheduler's reasons for Pods that cannot fit; 
 takes its Pod with it and the replacement waits for (then lands on) new capacity; and another
 process sees the same nodes and Pods.
 
-Every test uses GPU products of its own (random suffix), so on a shared session control plane
-no test's nodes can attract another test's Pods; each test deletes its nodes at the end.
+Every test uses GPU products of its own (random suffix, ``gpus.Pools``), so on a shared session
+control plane no test's nodes can attract another test's Pods; each test deletes its nodes at
+the end. Local backend only: these tests add and delete nodes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,8 +28,11 @@ from kubernetes.client.exceptions import ApiException
 from infercrane_dev.localcluster import TOOLS_BIN_ENV, LocalControlPlane
 from infercrane_dev.localcluster.binaries import repo_root
 from infercrane_dev.localcluster.kwok import POD_CIDR
-from infercrane_dev.localcluster.nodepools import NodePool, PoolNode
+from infercrane_dev.localcluster.nodepools import PoolNode
+from tests.conformance.backends import NODES_REASON, Backend
+from tests.conformance.gpus import Pools
 from tests.conformance.harness import require_toolchain, show, wait_for
+from tests.conformance.ledger import RunLedger
 
 pytestmark = pytest.mark.conformance
 
@@ -45,20 +48,8 @@ POD_GC_DEADLINE = 180
 
 
 @pytest.fixture(scope="module")
-def plane(
-    control_plane: LocalControlPlane, pytestconfig: pytest.Config
-) -> Iterator[LocalControlPlane]:
-    """The session control plane if it schedules, else one of this module's own."""
-    if control_plane.scheduling:
-        yield control_plane
-        return
-    require_toolchain()
-    own = LocalControlPlane(scheduling=True).start()
-    show(pytestconfig, f"scheduling control plane cold start: {own.cold_start_seconds:.1f}s")
-    try:
-        yield own
-    finally:
-        own.stop()
+def plane(backend: Backend) -> LocalControlPlane:
+    return backend.local(NODES_REASON)
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +59,9 @@ def admin(plane: LocalControlPlane) -> Iterator[client.ApiClient]:
 
 
 @pytest.fixture
-def namespace(admin: client.ApiClient) -> Iterator[str]:
-    name = f"sched-{uuid.uuid4().hex[:8]}"
+def namespace(admin: client.ApiClient, ledger: RunLedger) -> Iterator[str]:
+    name = ledger.create_namespace("sched")
     core = client.CoreV1Api(admin)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
 
     def default_account() -> bool:
         # Bare Pods are refused until the service-account controller created "default".
@@ -85,36 +75,7 @@ def namespace(admin: client.ApiClient) -> Iterator[str]:
 
     wait_for(default_account, timeout=60, what=f"service account default in {name}")
     yield name
-    core.delete_namespace(name)
-
-
-class Pools:
-    """Creates node pools with products unique to one test; deletes their nodes afterwards."""
-
-    def __init__(self, plane: LocalControlPlane) -> None:
-        self.plane = plane
-        self.suffix = uuid.uuid4().hex[:6]
-        self.products: list[str] = []
-
-    def product(self, base: str) -> str:
-        return f"{base}-{self.suffix}"
-
-    def add(self, base: str, nodes: int, gpus: int) -> list[str]:
-        product = self.product(base)
-        self.products.append(product)
-        return self.plane.add_node_pool(NodePool(product, nodes, gpus))
-
-    def cleanup(self) -> None:
-        for product in self.products:
-            for node in self.plane.pool_nodes(product):
-                self.plane.delete_node(node.name)
-
-
-@pytest.fixture
-def pools(plane: LocalControlPlane) -> Iterator[Pools]:
-    made = Pools(plane)
-    yield made
-    made.cleanup()
+    ledger.delete_namespace(name)
 
 
 def _container(gpus: int) -> dict[str, Any]:

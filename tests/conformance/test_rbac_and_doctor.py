@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -10,9 +9,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from infercrane_dev.localcluster.bootstrap import Bootstrapped
 from infercrane_pulumi import workloads
 from infercrane_pulumi.cluster.doctor import OWNED_VERBS
+from tests.conformance.backends import Tenant
 from tests.conformance.harness import Harness, replica
 
 pytestmark = pytest.mark.conformance
@@ -21,7 +20,7 @@ pytestmark = pytest.mark.conformance
 def doctor(harness: Harness) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "infercrane_pulumi", "doctor", "--config", str(harness.stack_file)],
-        env=os.environ | {"KUBECONFIG": str(harness.control_plane.kubeconfig_path)},
+        env=harness.process_env(),
         capture_output=True,
         text=True,
         check=False,
@@ -78,12 +77,33 @@ def _status(call: object) -> int:
     return 200
 
 
+def test_the_provider_is_the_namespace_service_account_and_nothing_more(
+    tenant: Tenant, provider_client: client.ApiClient
+) -> None:
+    review = client.AuthenticationV1Api(provider_client).create_self_subject_review(
+        client.V1SelfSubjectReview(api_version="authentication.k8s.io/v1", kind="SelfSubjectReview")
+    )
+    assert review.status is not None and review.status.user_info is not None
+    who = review.status.user_info
+    assert who.username == f"system:serviceaccount:{tenant.namespace}:infercrane-control-plane"
+    assert set(who.groups or []) == {
+        "system:serviceaccounts",
+        f"system:serviceaccounts:{tenant.namespace}",
+        "system:authenticated",
+    }
+    # The kubeconfig the provider runs with holds this identity and nothing else.
+    document = tenant.provider.document()
+    assert [len(document[section]) for section in ("clusters", "users", "contexts")] == [1, 1, 1]
+    assert document["users"][0]["user"].keys() == {"token"}
+    assert tenant.provider.kubeconfig.stat().st_mode & 0o777 == 0o600
+
+
 def test_the_provider_identity_is_denied_everything_else(
-    bootstrapped: Bootstrapped, provider_client: client.ApiClient
+    tenant: Tenant, provider_client: client.ApiClient
 ) -> None:
     core = client.CoreV1Api(provider_client)
     rbac = client.RbacAuthorizationV1Api(provider_client)
-    ns = bootstrapped.namespace
+    ns = tenant.namespace
     denied = {
         "read secret": lambda: core.read_namespaced_secret("infercrane-worker", ns),
         "list secrets": lambda: core.list_namespaced_secret(ns),
@@ -104,7 +124,7 @@ def test_the_provider_identity_is_denied_everything_else(
                 role_ref=client.V1RoleRef(
                     api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"
                 ),
-                subjects=[client.RbacV1Subject(kind="User", name="infercrane-provider")],
+                subjects=[client.RbacV1Subject(**tenant.provider.subject)],
             ),
         ),
         "list deployments elsewhere": lambda: client.AppsV1Api(

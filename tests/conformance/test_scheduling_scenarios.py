@@ -1,53 +1,31 @@
-"""Pods that run: intents on simulated GPU node pools (kube-scheduler + kwok), observed the way
-the control plane observes them. Each test uses GPU products of its own, so the pools one test
-adds never serve another test's intents."""
+"""Pods that run: intents on GPU nodes, observed the way the control plane observes them.
+
+Locally the nodes are simulated pools (kube-scheduler + kwok) of GPU products each test has to
+itself, so the pools one test adds never serve another test's intents. Scenarios that add or
+delete nodes need that (local only); the one that just needs some schedulable GPU node also
+runs on an existing cluster that has one (see ``gpus.py``).
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from infercrane_dev.localcluster.nodepools import NodePool
-from infercrane_dev.localcluster.nodes import add_node_pool, delete_node, list_pool_nodes
 from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.cluster.observe import ReplicaObservation
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
-from tests.conformance.harness import IMAGE, Harness, wait_for
+from tests.conformance.gpus import GpuSupply, Pools
+from tests.conformance.harness import Harness, intent, wait_for
 
 pytestmark = pytest.mark.conformance
 SETTLE = 120  # seconds: scheduling, kwok's stages and the readiness delay, on a busy machine
-
-
-def product(name: str) -> str:
-    """A GPU product label value no other test uses."""
-    return f"{name}-{uuid.uuid4().hex[:6]}"
-
-
-def intent(key: str, gpu: str, **extra: Any) -> ReplicaIntent:
-    return ReplicaIntent.model_validate(
-        {"externalKey": key, "model": "Qwen/Qwen3-0.6B", "gpu": gpu} | extra
-    )
-
-
-def stack_for(harness: Harness, workspace: Path) -> NamespaceStack:
-    settings = KubernetesSettings.model_validate(
-        {
-            "context": harness.control_plane.provider_context,
-            "namespace": harness.namespace,
-            "imageDigest": IMAGE,
-        }
-    )
-    return NamespaceStack(settings, harness.env, workspace, stack_name=harness.stack_name)
 
 
 def states(stack: NamespaceStack) -> dict[str, tuple[str, str]]:
@@ -84,7 +62,7 @@ def inspect_in_a_fresh_process(harness: Harness, workspace: Path) -> list[dict[s
             str(workspace),
             "--json",
         ],
-        env=os.environ | {"KUBECONFIG": str(harness.control_plane.kubeconfig_path)},
+        env=harness.process_env(),
         capture_output=True,
         text=True,
         check=False,
@@ -96,20 +74,18 @@ def inspect_in_a_fresh_process(harness: Harness, workspace: Path) -> list[dict[s
 
 
 def test_an_intent_on_its_pool_becomes_ready_and_its_service_lists_the_pod(
-    observing_harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+    observing_harness: Harness, admin_client: client.ApiClient, gpu: GpuSupply, tmp_path: Path
 ) -> None:
-    harness, l40s = observing_harness, product("NVIDIA-L40S")
-    add_node_pool(admin_client, NodePool(l40s, nodes=1, gpus_per_node=1))
-    stack = stack_for(harness, tmp_path / "ws")
-    stack.ensure([intent("ready-r0", l40s)])
+    harness, target = observing_harness, gpu.schedulable("NVIDIA-L40S")
+    stack = harness.namespace_stack(tmp_path / "ws", **target.settings())
+    stack.ensure([intent("ready-r0", gpu=target.product, **target.intent_fields())])
 
     until_state(stack, "ready-r0", "ready")
     [fresh] = inspect_in_a_fresh_process(harness, tmp_path / "ws")
     assert (fresh["externalKey"], fresh["state"]) == ("ready-r0", "ready")
 
     [pod] = pods_of(admin_client, harness.namespace, "ready-r0")
-    [node] = list_pool_nodes(admin_client, l40s)
-    assert pod.spec.node_name == node.name
+    assert pod.spec.node_name in target.nodes
     slices = client.DiscoveryV1Api(admin_client).list_namespaced_endpoint_slice(
         harness.namespace,
         label_selector=f"kubernetes.io/service-name={naming.object_name('ready-r0')}",
@@ -125,13 +101,13 @@ def test_an_intent_on_its_pool_becomes_ready_and_its_service_lists_the_pod(
 
 
 def test_a_product_without_nodes_stays_provisioning_until_its_pool_appears(
-    observing_harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+    observing_harness: Harness, admin_client: client.ApiClient, pools: Pools, tmp_path: Path
 ) -> None:
     harness = observing_harness
-    present, missing = product("NVIDIA-L40S"), product("NVIDIA-H100")
-    add_node_pool(admin_client, NodePool(present, nodes=1, gpus_per_node=8))
-    stack = stack_for(harness, tmp_path / "ws")
-    stack.ensure([intent("h100-r0", missing)])
+    pools.add("NVIDIA-L40S", nodes=1, gpus=8)
+    missing = pools.product("NVIDIA-H100")
+    stack = harness.namespace_stack(tmp_path / "ws")
+    stack.ensure([intent("h100-r0", gpu=missing)])
 
     waiting = until_state(stack, "h100-r0", "provisioning", contains="node affinity/selector")
     assert waiting.reason.startswith("Unschedulable: ")
@@ -139,20 +115,20 @@ def test_a_product_without_nodes_stays_provisioning_until_its_pool_appears(
     [pod] = pods_of(admin_client, harness.namespace, "h100-r0")
     assert pod.spec.node_name is None
 
-    add_node_pool(admin_client, NodePool(missing, nodes=1, gpus_per_node=1))
+    pools.add("NVIDIA-H100", nodes=1, gpus=1)
     until_state(stack, "h100-r0", "ready")  # without another up
     [pod] = pods_of(admin_client, harness.namespace, "h100-r0")
-    assert pod.spec.node_name in {n.name for n in list_pool_nodes(admin_client, missing)}
+    assert pod.spec.node_name in {n.name for n in pools.nodes("NVIDIA-H100")}
 
 
 def test_more_intents_than_gpus_leave_the_extras_provisioning(
-    observing_harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+    observing_harness: Harness, pools: Pools, tmp_path: Path
 ) -> None:
-    harness, l4 = observing_harness, product("NVIDIA-L4")
-    add_node_pool(admin_client, NodePool(l4, nodes=1, gpus_per_node=2))
-    stack = stack_for(harness, tmp_path / "ws")
+    harness = observing_harness
+    pools.add("NVIDIA-L4", nodes=1, gpus=2)
+    stack = harness.namespace_stack(tmp_path / "ws")
     keys = ["fill-r0", "fill-r1", "fill-r2"]
-    stack.ensure([intent(k, l4) for k in keys])
+    stack.ensure([intent(k, gpu=pools.product("NVIDIA-L4")) for k in keys])
 
     def settled() -> dict[str, tuple[str, str]] | None:
         found = states(stack)
@@ -165,15 +141,18 @@ def test_more_intents_than_gpus_leave_the_extras_provisioning(
 
 
 def test_a_revision_change_recreates_without_two_pods_and_never_reports_the_old_one_ready(
-    observing_harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+    observing_harness: Harness, admin_client: client.ApiClient, pools: Pools, tmp_path: Path
 ) -> None:
-    harness, gpu = observing_harness, product("NVIDIA-A100")
-    add_node_pool(admin_client, NodePool(gpu, nodes=1, gpus_per_node=2))
-    stack = stack_for(harness, tmp_path / "ws")
-    stack.ensure([intent("roll-r0", gpu, modelRevision="rev-1")])
+    # Local only: two GPUs on one node, so a second Pod could run if Recreate were broken, and
+    # a runtime whose argv carries the revision, so the new Pod is told apart from the old.
+    harness = observing_harness
+    pools.add("NVIDIA-A100", nodes=1, gpus=2)
+    gpu = pools.product("NVIDIA-A100")
+    stack = harness.namespace_stack(tmp_path / "ws")
+    stack.ensure([intent("roll-r0", gpu=gpu, modelRevision="rev-1")])
     until_state(stack, "roll-r0", "ready")
 
-    stack.ensure([intent("roll-r0", gpu, modelRevision="rev-2")])
+    stack.ensure([intent("roll-r0", gpu=gpu, modelRevision="rev-2")])
     deadline, seen_ready = time.monotonic() + SETTLE, False
     while not seen_ready:
         assert time.monotonic() < deadline, "rev-2 never became ready"
@@ -193,17 +172,17 @@ def test_a_revision_change_recreates_without_two_pods_and_never_reports_the_old_
 
 
 def test_losing_the_node_leaves_ready_and_capacity_coming_back_restores_it(
-    observing_harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+    observing_harness: Harness, pools: Pools, tmp_path: Path
 ) -> None:
-    harness, gpu = observing_harness, product("NVIDIA-L40S")
-    [node] = add_node_pool(admin_client, NodePool(gpu, nodes=1, gpus_per_node=1))
-    stack = stack_for(harness, tmp_path / "ws")
-    stack.ensure([intent("lost-r0", gpu)])
+    harness = observing_harness
+    [node] = pools.add("NVIDIA-L40S", nodes=1, gpus=1)
+    stack = harness.namespace_stack(tmp_path / "ws")
+    stack.ensure([intent("lost-r0", gpu=pools.product("NVIDIA-L40S"))])
     until_state(stack, "lost-r0", "ready")
 
-    delete_node(admin_client, node)
+    pools.delete(node)
     # The pod garbage collector removes the Pod of a vanished node after its quarantine.
     until_state(stack, "lost-r0", "provisioning", contains="Unschedulable")
-    add_node_pool(admin_client, NodePool(gpu, nodes=1, gpus_per_node=1))
+    pools.add("NVIDIA-L40S", nodes=1, gpus=1)
     until_state(stack, "lost-r0", "ready")
     assert harness.owned(kinds.DEPLOYMENT)  # nothing of ours was re-applied or lost
