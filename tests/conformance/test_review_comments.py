@@ -1,0 +1,92 @@
+"""Reviewers see the same change twice: offline (two renderings of the stack file, no cluster)
+and from the engine's real preview on the cluster. Both must name the same change per key."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infercrane_pulumi.offline_diff import diff_command
+from tests.conformance.harness import Harness
+from tests.conformance.test_cli_and_faults import cli_env
+from tests.unit.gitrepos import BASE_REPLICAS, HEAD_REPLICAS, commit, git, new_repo
+
+pytestmark = pytest.mark.conformance
+
+
+def preview(harness: Harness, fmt: str) -> str:
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "infercrane_pulumi",
+            "preview",
+            "--stack",
+            harness.stack_name,
+            "--project-dir",
+            str(harness.project_dir),
+            "--format",
+            fmt,
+        ],
+        env=cli_env(harness),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return completed.stdout
+
+
+def offline(harness: Harness, tmp_path: Path) -> list[tuple[str, str]]:
+    """The offline diff of the same two stack files, committed base then head."""
+    repo = new_repo(tmp_path / "repo")
+    stack = repo / "stacks" / harness.stack_file.name
+    stack.parent.mkdir()
+    for replicas, message in ((BASE_REPLICAS, "base"), (HEAD_REPLICAS, "head")):
+        config = {"infercrane:kubernetes": harness.kubernetes(), "infercrane:replicas": replicas}
+        stack.write_text(yaml.safe_dump({"config": config}))
+        commit(repo, message)
+        if message == "base":
+            git(repo, "tag", "base")
+    data, _ = diff_command(base="base", configs=[stack], repo=repo)
+    return sorted((r["externalKey"], r["change"]) for doc in data for r in doc["replicas"])
+
+
+def test_the_engine_preview_comment_names_the_same_changes_as_the_offline_diff(
+    harness: Harness, tmp_path: Path
+) -> None:
+    harness.configure(BASE_REPLICAS)
+    harness.up()
+    harness.configure(HEAD_REPLICAS)
+    applied = harness.resource_versions()
+
+    envelope: dict[str, Any] = json.loads(preview(harness, "json"))
+    engine = sorted((r["externalKey"], r["change"]) for r in envelope["result"]["replicas"])
+    assert (
+        engine
+        == offline(harness, tmp_path)
+        == [
+            ("added", "create"),
+            ("changed", "update"),
+            ("kept", "same"),
+            ("new-name", "create"),
+            ("old-name", "delete"),
+            ("removed", "delete"),
+        ]
+    )
+
+    comment = preview(harness, "markdown")
+    assert (
+        comment.splitlines()[0] == f"#### InferCrane `preview` on infercrane/{harness.stack_name}"
+    )
+    assert "Plan: 2 to add, 1 to change, 2 to destroy, 1 unchanged" in comment
+    assert "old-name" in comment and "new-name" in comment and "rename" in comment
+    assert "16384" in comment and "8192" in comment  # the changed runtime argument, both sides
+    assert harness.resource_versions() == applied  # previews write nothing
