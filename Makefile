@@ -42,6 +42,13 @@ unit: venv
 ## bench: real engine vs the API floor for N = 1..1000 intents, many stacks, the program under
 ## mocks -> benchmarks/results/bench.{json,md,svg}. Not part of `test`. Trims repetitions to an
 ## 80 min budget, but one repetition of every size always runs; BENCH_ARGS=--quick takes minutes
+## preview: the engine's PR comment for STACK on a disposable local control plane (BASE=<git ref>
+## applies that revision of the stack file first, so the comment shows the change)
+.PHONY: preview
+preview: venv tools
+	@test -n "$(STACK)" || { echo "usage: make preview STACK=<stack> [BASE=<git ref>]" >&2; exit 2; }
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.preview --stack '$(STACK)' $(if $(BASE),--base '$(BASE)')
+
 .PHONY: bench
 bench: venv tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m benchmarks $(BENCH_ARGS)
