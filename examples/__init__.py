@@ -1,0 +1,1 @@
+"""Runnable examples of the project's public interfaces (README links them)."""
