@@ -9,7 +9,10 @@ people running ``pulumi up``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import pulumi
 
@@ -20,6 +23,7 @@ from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import CONFIG_NAMESPACE, StackConfig, parse_stack_config
 
 Preflight = Callable[[StackConfig], None]
+HOST_CONFIG_FILE_ENV = "INFERCRANE_PULUMI_CONFIG_FILE"
 
 
 def config_from_pulumi() -> StackConfig:
@@ -56,7 +60,21 @@ def build_program(preflight: Preflight) -> Callable[[], None]:
     return program
 
 
+def load_host_config(environ: Mapping[str, str] = os.environ) -> None:
+    """Load the configuration from the file the hermetic language host names, if it named one.
+
+    Pulumi hands a program its configuration in one environment variable, which Linux caps at
+    128 KiB: a stack of ~1,000 intents would not start (pulumi/pulumi#8680). InferCrane's host
+    also writes it to a private file; Pulumi's official host sets only the variable.
+    """
+    path = environ.get(HOST_CONFIG_FILE_ENV)
+    if path:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        pulumi.runtime.set_all_config(document["config"], document["secretKeys"])
+
+
 def main() -> None:
     """The program as ``pulumi up`` and the Automation API run it: preflight against the
     configured cluster."""
+    load_host_config()
     build_program(cluster_preflight)()

@@ -13,6 +13,7 @@ state and the lock live in the backend.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -158,12 +159,21 @@ class NamespaceStack:
 
 
 def applied_intents(stack: auto.Stack) -> list[ReplicaIntent]:
-    """The intents of the stack's last successful run (its outputs, in the backend)."""
+    """The intents of the stack's last successful run (its outputs, in the backend).
+
+    One CLI read of one state version: the SDK's ``Stack.outputs`` reads the outputs twice
+    (plain, then with secrets) and a run of another process landing between the two reads
+    breaks it. Our outputs hold no secret, so one read says it all.
+    """
+    workspace = stack.workspace
     with stacks.pulumi_errors(stack.name):
-        outputs = stack.outputs()
-    replicas = outputs.get("replicas")
-    entries = replicas.value if replicas is not None else {}
-    return [ReplicaIntent.model_validate(entry["intent"]) for entry in entries.values()]
+        read = workspace.pulumi_command.run(
+            ["stack", "output", "--json", "--show-secrets", "--stack", stack.name],
+            workspace.work_dir,
+            workspace.env_vars,
+        )
+    replicas = (json.loads(read.stdout or "{}") or {}).get("replicas") or {}
+    return [ReplicaIntent.model_validate(entry["intent"]) for entry in replicas.values()]
 
 
 def local_settings(settings: KubernetesSettings, env: PulumiEnvironment) -> KubernetesSettings:

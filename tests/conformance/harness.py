@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -143,6 +145,19 @@ class Harness:
             self.env,
             workspace,
             stack_name=stack_name or self.stack_name,
+        )
+
+    def cli(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``infercrane-pulumi <args>`` in a fresh process (default: as the provider identity)."""
+        return subprocess.run(
+            [sys.executable, "-m", "infercrane_pulumi", *args],
+            env=env or self.process_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
         )
 
     def process_env(self) -> dict[str, str]:

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -122,22 +121,7 @@ def test_a_second_up_with_the_same_intents_writes_nothing(
 
 def _inspect(harness: Harness) -> dict[str, Any]:
     """`infercrane inspect` in a new process, as the provider identity."""
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "infercrane_pulumi",
-            "inspect",
-            "--config",
-            str(harness.stack_file),
-            "--json",
-        ],
-        env=harness.process_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    completed = harness.cli("inspect", "--config", str(harness.stack_file), "--json")
     assert completed.returncode == 0, completed.stderr
     result: dict[str, Any] = json.loads(completed.stdout)
     return result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 from kubernetes import client
@@ -18,14 +17,7 @@ pytestmark = pytest.mark.conformance
 
 
 def doctor(harness: Harness) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "infercrane_pulumi", "doctor", "--config", str(harness.stack_file)],
-        env=harness.process_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    return harness.cli("doctor", "--config", str(harness.stack_file))
 
 
 def test_doctor_passes_under_the_shipped_role_and_creates_nothing(harness: Harness) -> None:

@@ -4,8 +4,6 @@ and from the engine's real preview on the cluster. Both must name the same chang
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +19,15 @@ pytestmark = pytest.mark.conformance
 
 
 def preview(harness: Harness, fmt: str) -> str:
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "infercrane_pulumi",
-            "preview",
-            "--stack",
-            harness.stack_name,
-            "--project-dir",
-            str(harness.project_dir),
-            "--format",
-            fmt,
-        ],
+    completed = harness.cli(
+        "preview",
+        "--stack",
+        harness.stack_name,
+        "--project-dir",
+        str(harness.project_dir),
+        "--format",
+        fmt,
         env=cli_env(harness),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     return completed.stdout

@@ -9,8 +9,6 @@ runs on an existing cluster that has one (see ``gpus.py``).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -50,23 +48,8 @@ def pods_of(admin_client: client.ApiClient, namespace: str, key: str) -> list[An
 
 
 def inspect_in_a_fresh_process(harness: Harness, workspace: Path) -> list[dict[str, Any]]:
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "infercrane_pulumi",
-            "inspect",
-            "--stack",
-            harness.stack_name,
-            "--project-dir",
-            str(workspace),
-            "--json",
-        ],
-        env=harness.process_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
+    completed = harness.cli(
+        "inspect", "--stack", harness.stack_name, "--project-dir", str(workspace), "--json"
     )
     assert completed.returncode == 0, completed.stderr
     result: list[dict[str, Any]] = json.loads(completed.stdout)["result"]

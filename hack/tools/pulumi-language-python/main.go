@@ -146,15 +146,12 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	if err != nil {
 		return &pulumirpc.RunResponse{Error: err.Error()}, nil
 	}
-	config, err := json.Marshal(req.GetConfig())
+	configEnv, cleanup, err := configEnvironment(req)
 	if err != nil {
 		return nil, err
 	}
-	secretKeys, err := json.Marshal(req.GetConfigSecretKeys())
-	if err != nil {
-		return nil, err
-	}
-	env = append(env, "PULUMI_CONFIG="+string(config), "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeys))
+	defer cleanup()
+	env = append(env, configEnv...)
 
 	pwd := req.GetPwd()
 	if pwd == "" {
@@ -198,4 +195,47 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 		return &pulumirpc.RunResponse{Error: fmt.Sprintf("could not run the Python program: %v", err)}, nil
 	}
 	return &pulumirpc.RunResponse{}, nil
+}
+
+// configFileEnv names the file that holds the whole configuration when it is too large for the
+// environment; InferCrane's program loads it (infercrane_pulumi/program.py).
+const configFileEnv = "INFERCRANE_PULUMI_CONFIG_FILE"
+
+// maxConfigEnv keeps PULUMI_CONFIG well under Linux's 128 KiB limit for one environment string
+// (MAX_ARG_STRLEN): past it exec fails with "argument list too long" (pulumi/pulumi#8680), which
+// a stack of ~1,000 intents reaches.
+const maxConfigEnv = 64 * 1024
+
+// configEnvironment is how the program gets its configuration: always in a private file named by
+// configFileEnv, and also as Pulumi's usual PULUMI_CONFIG variables while they fit. The file
+// holds decrypted secrets, so it lives in a 0700 directory, is 0600, and is removed after the run.
+func configEnvironment(req *pulumirpc.RunRequest) ([]string, func(), error) {
+	config, err := json.Marshal(req.GetConfig())
+	if err != nil {
+		return nil, nil, err
+	}
+	secretKeys, err := json.Marshal(req.GetConfigSecretKeys())
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "infercrane-config-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { _ = os.RemoveAll(dir) }
+	document, err := json.Marshal(map[string]json.RawMessage{"config": config, "secretKeys": secretKeys})
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	path := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(path, document, 0o600); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	env := []string{configFileEnv + "=" + path}
+	if len(config)+len(secretKeys) < maxConfigEnv {
+		env = append(env, "PULUMI_CONFIG="+string(config), "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeys))
+	}
+	return env, cleanup, nil
 }
