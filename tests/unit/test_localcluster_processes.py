@@ -77,11 +77,9 @@ def test_stop_escalates_to_sigkill_when_sigterm_is_ignored(tmp_path: Path) -> No
     script = "trap '' TERM; sleep 60 & echo $!; while :; do sleep 0.1; done"
     proc = start_process("stubborn", ["sh", "-c", script], log)
     (child,) = _pids_in_log(log, 1)
-    started = time.monotonic()
 
-    stop_process(proc, grace=0.5)
+    stop_process(proc, grace=0.5)  # a hang would hit the test's timeout
 
-    assert time.monotonic() - started < 5
     assert group_members(proc.pgid) == []
     assert not is_alive(child)
 
@@ -144,10 +142,8 @@ def test_wait_until_ready_times_out_with_last_probe_error(tmp_path: Path) -> Non
         def probe() -> bool:
             raise ConnectionRefusedError("nobody home")
 
-        started = time.monotonic()
         with pytest.raises(ProcessStartError, match=r"not ready after .*nobody home"):
             wait_until_ready(proc, probe, timeout=0.3, interval=0.05)
-        assert time.monotonic() - started < 3
     finally:
         stop_process(proc, grace=2)
 

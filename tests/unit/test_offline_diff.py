@@ -5,7 +5,6 @@ code, and every kind of bad input as one line naming its side."""
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +134,7 @@ def test_no_change_is_said_and_marked(repo: Path) -> None:
 def test_a_thousand_added_intents_stay_under_the_comment_limit(repo: Path) -> None:
     many = [samples.replica(externalKey=f"bulk-{i:04}") for i in range(1000)]
     write_stack(repo, many)
-    started = time.monotonic()
     data, markdown = diff_command(base="base", configs=[Path(STACK)], repo=repo)
-    elapsed = time.monotonic() - started
     shown = markdown.count("<details>")
     assert data[0]["summary"] == {"add": 1000, "change": 0, "destroy": 4, "same": 0}
     assert len(markdown) <= comments.COMMENT_LIMIT
@@ -145,7 +142,6 @@ def test_a_thousand_added_intents_stay_under_the_comment_limit(repo: Path) -> No
     assert "**Deletes the objects of 4 external keys:**" in markdown
     assert 4 <= shown < 1004
     assert f"**Cut:** the diffs of {1004 - shown} of 1004 changed keys are not shown" in markdown
-    assert elapsed < 30, elapsed
 
 
 def copy_package(repo: Path) -> Path:
