@@ -137,11 +137,18 @@ def _attempt(
         if on_event is not None:
             on_event(event)
 
-    channel = Path(tempfile.mkdtemp(prefix="infercrane-refusal-"))
-    refusal_file = channel / "refusal.json"
+    # One private directory per run (0700), removed with it: the refusal channel, and the
+    # run's TMPDIR, because pulumi-kubernetes writes the whole kubeconfig (credentials
+    # included) to a temporary file for Helm on every configure and never removes it.
+    run_dir = Path(tempfile.mkdtemp(prefix="infercrane-run-"))
+    refusal_file = run_dir / "refusal.json"
     workspace = stack.workspace
     variables = workspace.env_vars
-    workspace.env_vars = {**variables, refusals.REFUSAL_FILE_ENV: str(refusal_file)}
+    workspace.env_vars = {
+        **variables,
+        refusals.REFUSAL_FILE_ENV: str(refusal_file),
+        "TMPDIR": str(run_dir),
+    }
     try:
         with pulumi_errors(stack.name):
             try:
@@ -157,7 +164,7 @@ def _attempt(
                 raise _failed(stack.name, operation, diagnostics) from error
     finally:
         workspace.env_vars = variables
-        shutil.rmtree(channel, ignore_errors=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _failed(stack_name: str, operation: str, diagnostics: list[str]) -> RunFailedError:

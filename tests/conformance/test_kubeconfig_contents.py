@@ -1,11 +1,13 @@
 """Kubeconfig *contents* as the stack's only credentials: they work end to end, and the
-provider's token is stored encrypted, never in plain text in the stack file, the state or the
-run's output."""
+provider's token is stored encrypted, never in plain text in the stack file, the state, the
+run's output or a file the run leaves in the temporary directory."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -30,7 +32,12 @@ def test_kubeconfig_contents_work_end_to_end_and_are_stored_encrypted(harness: H
     )
     # No kubeconfig on disk for this run: only the contents can reach the cluster.
     without_file = dataclasses.replace(harness.env, kubeconfig=harness.workdir / "absent")
+    temp = Path(tempfile.gettempdir())
+    before = set(temp.iterdir())
     result = harness.up(without_file)
+    new = set(temp.iterdir()) - before
+    left = [f for top in new for f in (top.rglob("*") if top.is_dir() else [top]) if f.is_file()]
+    assert [f for f in left if token.encode() in f.read_bytes()] == []
     assert result.summary.result == "succeeded"
 
     deployment = harness.get(kinds.DEPLOYMENT, "contents-r0")
