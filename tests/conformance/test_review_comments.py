@@ -11,11 +11,16 @@ import pytest
 import yaml
 
 from infercrane_pulumi.offline_diff import diff_command
-from tests.conformance.harness import Harness
+from tests.conformance.harness import NO_SUCH_GPU, Harness
 from tests.conformance.test_cli_and_faults import cli_env
 from tests.unit.gitrepos import BASE_REPLICAS, HEAD_REPLICAS, commit, git, new_repo
 
 pytestmark = pytest.mark.conformance
+
+# The unit tests' change set, for a GPU product no cluster has (as every scenario that does not
+# need a node): its Pods stay Pending, so no controller writes status while the test compares.
+BASE = [replica | {"gpu": NO_SUCH_GPU} for replica in BASE_REPLICAS]
+HEAD = [replica | {"gpu": NO_SUCH_GPU} for replica in HEAD_REPLICAS]
 
 
 def preview(harness: Harness, fmt: str) -> str:
@@ -38,7 +43,7 @@ def offline(harness: Harness, tmp_path: Path) -> list[tuple[str, str]]:
     repo = new_repo(tmp_path / "repo")
     stack = repo / "stacks" / harness.stack_file.name
     stack.parent.mkdir()
-    for replicas, message in ((BASE_REPLICAS, "base"), (HEAD_REPLICAS, "head")):
+    for replicas, message in ((BASE, "base"), (HEAD, "head")):
         config = {"infercrane:kubernetes": harness.kubernetes(), "infercrane:replicas": replicas}
         stack.write_text(yaml.safe_dump({"config": config}))
         commit(repo, message)
@@ -51,9 +56,9 @@ def offline(harness: Harness, tmp_path: Path) -> list[tuple[str, str]]:
 def test_the_engine_preview_comment_names_the_same_changes_as_the_offline_diff(
     harness: Harness, tmp_path: Path
 ) -> None:
-    harness.configure(BASE_REPLICAS)
+    harness.configure(BASE)
     harness.up()
-    harness.configure(HEAD_REPLICAS)
+    harness.configure(HEAD)
     applied = harness.resource_versions()
 
     envelope: dict[str, Any] = json.loads(preview(harness, "json"))
