@@ -199,7 +199,11 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
     keys = [f"killed-r{i}" for i in range(4)]
     harness.configure([replica(k) for k in keys])
     harness.stack()  # create the stack before the raw CLI run
-    env = os.environ | harness.env.variables()
+    # A private TMPDIR, as the drivers give every run: the provider copies the kubeconfig into
+    # it, and the killed run cannot clean up.
+    private = harness.workdir / "killed-run-tmp"
+    private.mkdir(mode=0o700)
+    env = os.environ | harness.env.variables() | {"TMPDIR": str(private)}
     process = subprocess.Popen(
         [
             "pulumi",
