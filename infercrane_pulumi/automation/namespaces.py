@@ -66,12 +66,14 @@ class NamespaceStack:
 
     def remove(self, external_key: str) -> results.StackResult:
         """Delete one key's objects and keep every other applied intent (no-op if absent)."""
-        kept = [i for i in self.applied() if i.external_key != external_key]
-        return self._run("up", self.config(kept))
+        applied = self.applied()
+        kept = [i for i in applied if i.external_key != external_key]
+        return self._run("up", self.config(kept), applied)
 
     def destroy(self) -> results.StackResult:
         """Delete every object of the stack (the preflight still runs first)."""
-        return self._run("destroy", self.config(self.applied()))
+        applied = self.applied()
+        return self._run("destroy", self.config(applied), applied)
 
     def observe(self, external_key: str | None = None) -> list[observe.ReplicaObservation]:
         """The live state of every applied key (or one), read fresh from the cluster."""
@@ -144,7 +146,12 @@ class NamespaceStack:
                 )
         self._kubeconfig_digest = digest
 
-    def _run(self, operation: str, config: StackConfig) -> results.StackResult:
+    def _run(
+        self,
+        operation: str,
+        config: StackConfig,
+        applied: Sequence[ReplicaIntent] | None = None,
+    ) -> results.StackResult:
         stack = self.stack()
         with stacks.serialized(self.env, self.stack_name):
             self._write(stack, config)
@@ -155,6 +162,7 @@ class NamespaceStack:
                 config,
                 on_event=self.on_event,
                 wait_seconds=self.wait_seconds,
+                applied=applied,
             )
 
 
@@ -192,9 +200,11 @@ def run_config(
     on_output: stacks.Printer | None = None,
     on_event: EventHandler | None = None,
     wait_seconds: float = 0.0,
+    applied: Sequence[ReplicaIntent] | None = None,
 ) -> results.StackResult:
     """Run ``operation`` on a stack whose configuration is ``config``: the one path both
-    ``NamespaceStack`` and the CLI take.
+    ``NamespaceStack`` and the CLI take. ``applied``: the stack's applied intents, when the
+    caller has just read them (else one more read of the stack's outputs).
 
     The engine refreshes only when the cluster drifted from what the stack last applied
     (``cluster.drift``). A destroy does not run the program: its ownership check (every
@@ -212,12 +222,13 @@ def run_config(
 
     cluster = client.connect(local_settings(config.kubernetes, env))
     try:
-        applied = config.model_copy(update={"replicas": applied_intents(stack)})
+        replicas = applied_intents(stack) if applied is None else applied
+        last = config.model_copy(update={"replicas": tuple(replicas)})
         if operation == "destroy":
-            preflight.check_before_apply(cluster, applied, dry_run=False)
+            preflight.check_before_apply(cluster, last, dry_run=False)
             options: dict[str, Any] = {"refresh": False, "run_program": False}
         else:
-            drifted = drift.probe(cluster, applied)
+            drifted = drift.probe(cluster, last)
             options = {"refresh": bool(drifted), **stacks.OPERATION_OPTIONS[operation]}
         stacks.run(
             stack,
