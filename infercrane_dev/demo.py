@@ -24,9 +24,9 @@ from infercrane_dev.localcluster import LocalControlPlane, find_binary
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.localcluster.nodepools import NodePool
 from infercrane_dev.localcluster.state import save_state
-from infercrane_pulumi import automation
+from infercrane_pulumi import automation, views
 from infercrane_pulumi.cluster import client, doctor, observe
-from infercrane_pulumi.intents import StackConfig, load_stack_file
+from infercrane_pulumi.intents import StackConfig, load_stack_file, stack_file
 
 PROJECT_DIR = REPO_ROOT
 DEMO_STACK = "demo"
@@ -68,7 +68,7 @@ def settle(cluster: client.Cluster, config: StackConfig) -> list[observe.Replica
 
 def run(*, keep: bool, state_root: Path) -> int:
     bin_dir = find_binary("pulumi").parent
-    config = load_stack_file(PROJECT_DIR / "stacks" / f"Pulumi.{DEMO_STACK}.yaml")
+    config = load_stack_file(stack_file(PROJECT_DIR, DEMO_STACK))
     control_plane = LocalControlPlane(node_pools=POOLS).start()
     try:
         print(
@@ -99,13 +99,14 @@ def run(*, keep: bool, state_root: Path) -> int:
         print(f"doctor as the provider identity: {len(rows) - len(failed)}/{len(rows)} checks ok")
         for row in failed:
             print(f"  FAIL {row.name}: {row.message}")
-        stack = automation.open_stack(DEMO_STACK, project_dir=PROJECT_DIR, env=env)
         started = time.monotonic()
-        result = automation.up(stack, env, on_output=print)
-        print(
-            f"\npulumi up: {result.summary.result} in {time.monotonic() - started:.1f}s, "
-            f"changes {result.summary.resource_changes}"
+        result = automation.run_stack_file(
+            stack_file(PROJECT_DIR, DEMO_STACK),
+            env,
+            "up",
+            options=automation.RunOptions(on_output=print),
         )
+        print(f"\n{views.summary_line(result)} in {time.monotonic() - started:.1f}s")
         show(settle(provider, config))
         if keep:
             state = control_plane.detach()

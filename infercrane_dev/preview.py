@@ -25,8 +25,8 @@ from infercrane_dev import DEPLOY_DIR, REPO_ROOT
 from infercrane_dev.localcluster import LocalControlPlane, find_binary
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_pulumi import automation, cli
-from infercrane_pulumi.automation.project import STACK_CONFIG_DIR, write_project
-from infercrane_pulumi.intents import KUBERNETES_KEY, parse_stack_text
+from infercrane_pulumi.automation.project import write_project
+from infercrane_pulumi.intents import KUBERNETES_KEY, parse_stack_text, stack_file
 
 PASSPHRASE = "infercrane-preview-only"  # protects only this throwaway state
 
@@ -42,11 +42,11 @@ def localized(text: str, *, source: str, context: str) -> tuple[str, str]:
 
 
 def run(*, stack: str, base: str | None) -> int:
-    relative = f"{STACK_CONFIG_DIR}/Pulumi.{stack}.yaml"
+    relative = stack_file(Path(), stack).as_posix()
     head = (REPO_ROOT / relative).read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="preview-") as scratch, LocalControlPlane() as plane:
         project = write_project(Path(scratch) / "project")
-        target = project / relative
+        target = stack_file(project, stack)
         head_file, namespace = localized(head, source=relative, context=plane.provider_context)
         with plane.api_client(plane.admin_context) as admin:
             bootstrap_namespace(admin, namespace, deploy_dir=DEPLOY_DIR)
@@ -69,7 +69,7 @@ def run(*, stack: str, base: str | None) -> int:
                     shown.stdout, source=f"{base}:{relative}", context=plane.provider_context
                 )[0]
             )
-            automation.up(automation.open_stack(stack, project_dir=project, env=env), env)
+            automation.run_stack_file(target, env, "up")
         target.write_text(head_file)
         comment = io.StringIO()
         with contextlib.redirect_stderr(io.StringIO()):

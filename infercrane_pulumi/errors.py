@@ -5,7 +5,7 @@ Every failure a user can see is one of these classes: a stable ``code``, a ``ret
 ``problems``, one line each, starting with their subject. Messages never carry credentials or
 raw client output. ``to_record``/``from_record`` carry an error across a process boundary (the
 Pulumi program to the Automation API, the CLI to another language) as data, decoded through
-one ``{code: class}`` registry.
+one ``{code: class}`` registry; beside it, the command line's exit code for each code.
 """
 
 from __future__ import annotations
@@ -68,6 +68,23 @@ class RunFailedError(InferCraneError):
     code = "pulumi-run-failed"
 
 
+class DamagedStateError(InferCraneError):
+    """The stack's state in the backend is not what InferCrane writes; nothing was changed."""
+
+    code = "damaged-state"
+
+
+class InternalError(InferCraneError):
+    """A failure the project did not foresee (a bug), named by its type only: a foreign
+    exception's message may carry anything, credentials included."""
+
+    code = "internal-error"
+
+    @classmethod
+    def of(cls, error: BaseException, *, where: str) -> InternalError:
+        return cls(f"{where}: unexpected {type(error).__name__}; please report it")
+
+
 ERRORS: Mapping[str, type[InferCraneError]] = {
     cls.code: cls
     for cls in (
@@ -77,7 +94,23 @@ ERRORS: Mapping[str, type[InferCraneError]] = {
         ClusterUnavailableError,
         StackBusyError,
         RunFailedError,
+        DamagedStateError,
+        InternalError,
     )
+}
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_BUSY = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+# The command line's exit code per error code: invalid input, retry later, or failed.
+EXIT_CODES: Mapping[str, int] = {
+    ConfigError.code: EXIT_INVALID,
+    OwnershipError.code: EXIT_FAILED,
+    RejectedError.code: EXIT_FAILED,
+    ClusterUnavailableError.code: EXIT_UNAVAILABLE,
+    StackBusyError.code: EXIT_BUSY,
+    RunFailedError.code: EXIT_FAILED,
+    DamagedStateError.code: EXIT_FAILED,
+    InternalError.code: EXIT_FAILED,
 }
 
 

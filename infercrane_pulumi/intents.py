@@ -8,6 +8,7 @@ reading a stack file when asked to and knows nothing about Pulumi or Kubernetes 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,7 +37,13 @@ from infercrane_pulumi.validators import (
     kubeconfig_document,
 )
 
+# Where a project keeps its stack files, and their names: stacks/Pulumi.<stack>.yaml.
+STACK_CONFIG_DIR = "stacks"
+STACK_FILE = re.compile(r"Pulumi\.(?P<stack>[^/]+)\.yaml")
 CONFIG_NAMESPACE = "infercrane"
+# The workload APIs, one per entry of ``workloads.WORKLOAD_APIS`` (typed against it there, and
+# tied to it by a test): what ``infercrane:kubernetes.workloadApi`` accepts.
+WorkloadApiName = Literal["deployment", "kserve"]
 KUBERNETES_KEY = f"{CONFIG_NAMESPACE}:kubernetes"
 REPLICAS_KEY = f"{CONFIG_NAMESPACE}:replicas"
 
@@ -64,7 +71,7 @@ class KubernetesSettings(_Model):
     namespace: DnsLabel = "infercrane-system"
     # A path or the contents; never shown in a repr (contents carry credentials).
     kubeconfig: Kubeconfig | None = Field(default=None, repr=False)
-    workload_api: Literal["deployment", "kserve"] = "deployment"
+    workload_api: WorkloadApiName = "deployment"
     service_account: DnsLabel = "infercrane-runtime"
     worker_secret_name: DnsLabel = "infercrane-worker"
     worker_secret_key: SecretKey = "api-key"
@@ -129,6 +136,11 @@ def parse_stack_config(kubernetes: Any, replicas: Any) -> StackConfig:
     if problems or config is None:
         raise ConfigError(problems)
     return config
+
+
+def stack_file(directory: Path, stack: str) -> Path:
+    """Where the project in ``directory`` keeps the configuration of ``stack``."""
+    return directory / STACK_CONFIG_DIR / f"Pulumi.{stack}.yaml"
 
 
 def load_stack_file(path: Path) -> StackConfig:

@@ -1,5 +1,6 @@
-"""The Kubernetes kinds this provider owns, as plain data: API group, version, REST paths and
-the Pulumi type token that carries each one. Pure: no client, no Pulumi."""
+"""The Kubernetes kinds this provider owns, as plain data: API group, version, REST paths, the
+fields Kubernetes refuses to change in place, and the Pulumi type token that carries each one.
+Pure: no client, no Pulumi."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ class Kind:
     plural: str
     # Served by every API server; a custom resource's API must be checked before use.
     builtin: bool = True
+    # Paths the API server refuses to change in place: a change replaces the object.
+    immutable: tuple[tuple[str, ...], ...] = ()
 
     @property
     def group_version(self) -> str:
@@ -36,8 +39,11 @@ class Kind:
         return f"{self.collection(namespace)}/{name}"
 
 
-DEPLOYMENT = Kind("Deployment", "apps", "v1", "deployments")
-SERVICE = Kind("Service", "", "v1", "services")
+# A Deployment's selector is immutable in apps/v1; a Service's cluster IPs once allocated.
+DEPLOYMENT = Kind("Deployment", "apps", "v1", "deployments", immutable=(("spec", "selector"),))
+SERVICE = Kind(
+    "Service", "", "v1", "services", immutable=(("spec", "clusterIP"), ("spec", "clusterIPs"))
+)
 INFERENCE_SERVICE = Kind(
     "InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices", builtin=False
 )

@@ -15,13 +15,13 @@ import yaml
 
 from infercrane_pulumi import naming
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
 
 Manifest = dict[str, Any]
 
 CONTAINER_NAME = "runtime"
 PORT_NAME = "http"
 WORKER_KEY_ENV = ("INFERCRANE_WORKER_API_KEY", "VLLM_API_KEY")
-KSERVE_API_VERSION = "serving.kserve.io/v1beta1"
 
 # Directives to pulumi-kubernetes, carried on every object we own:
 # - a fixed field manager (otherwise it is random per provider instance);
@@ -129,8 +129,8 @@ def metadata(
 
 def deployment(settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest) -> Manifest:
     return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        "apiVersion": DEPLOYMENT.group_version,
+        "kind": DEPLOYMENT.kind,
         "metadata": meta,
         "spec": {
             "replicas": 1,
@@ -147,8 +147,8 @@ def deployment(settings: KubernetesSettings, intent: ReplicaIntent, meta: Manife
 
 def service(settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest) -> Manifest:
     return {
-        "apiVersion": "v1",
-        "kind": "Service",
+        "apiVersion": SERVICE.group_version,
+        "kind": SERVICE.kind,
         "metadata": meta,
         "spec": {
             "type": "ClusterIP",
@@ -170,16 +170,16 @@ def inference_service(
 ) -> Manifest:
     predictor = {"minReplicas": 1, "maxReplicas": 1} | pod_fields(settings, intent)
     return {
-        "apiVersion": KSERVE_API_VERSION,
-        "kind": "InferenceService",
+        "apiVersion": INFERENCE_SERVICE.group_version,
+        "kind": INFERENCE_SERVICE.kind,
         "metadata": meta,
         "spec": {"predictor": predictor},
     }
 
 
 # libyaml's emitter gives the same text about ten times faster when PyYAML was built with it.
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def to_yaml(objects: list[Manifest]) -> str:
-    return yaml.dump_all(objects, Dumper=_DUMPER, sort_keys=True, default_flow_style=False)
+    return yaml.dump_all(objects, Dumper=YAML_DUMPER, sort_keys=True, default_flow_style=False)

@@ -1,31 +1,77 @@
-"""How results look: plain JSON values (camelCase keys) and table rows. Pure; never prints.
+"""How results look: plain JSON values (camelCase keys), tables, the versioned envelope.
 
-The CLI prints what these return; the JSON shapes are the ones ``schemas/`` describes, so a
-control plane in any language can rely on them.
+Handlers of the command line return a ``Result``; ``emit``/``emit_error`` are the one renderer
+(a table, YAML or Markdown text, or with ``--json`` the envelope), writing to the stream they
+are given. The JSON shapes are the ones ``schemas/`` describes, so a control plane in any
+language can rely on them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 from pydantic.alias_generators import to_camel
 
 from infercrane_pulumi.automation.results import EngineEvent, StackResult, step_of
 from infercrane_pulumi.cluster.doctor import DoctorRow
 from infercrane_pulumi.cluster.observe import ReplicaObservation, conditions_summary
+from infercrane_pulumi.errors import InferCraneError
 
+ENVELOPE_VERSION = "infercrane.dev/cli/v1"
 PROGRESS_VERSION = "infercrane.dev/progress/v1"
 Table = tuple[list[str], list[list[str]]]
+
+
+@dataclass
+class Result:
+    """What a command produced: JSON ``data`` and, for people, a table or a text."""
+
+    command: str
+    ok: bool
+    data: Any = None
+    text: str = ""
+    header: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    footer: str = ""  # one line under the table
+
+
+def emit(result: Result, *, as_json: bool, out: TextIO) -> None:
+    if as_json:
+        envelope = {"apiVersion": ENVELOPE_VERSION, "command": result.command, "ok": result.ok}
+        out.write(json.dumps(envelope | {"result": result.data}, sort_keys=True) + "\n")
+    elif result.header:
+        out.write(_table(result.header, result.rows) + "\n")
+        if result.footer:
+            out.write(result.footer + "\n")
+    else:
+        out.write(result.text)
+
+
+def emit_error(error: InferCraneError, *, command: str, as_json: bool, out: TextIO) -> None:
+    """The envelope on ``out`` with ``--json``, else one line per problem."""
+    if as_json:
+        envelope = {"apiVersion": ENVELOPE_VERSION, "command": command, "ok": False}
+        out.write(json.dumps(envelope | {"error": error.to_record()}, sort_keys=True) + "\n")
+    else:
+        out.write("".join(f"{command}: {problem}\n" for problem in error.problems))
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    )
 
 
 def to_json(value: Any) -> Any:
     """Dataclasses, mappings and sequences as JSON values, field names in camelCase."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            to_camel(f.name): to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
-        }
+        return {to_camel(f.name): to_json(vars(value)[f.name]) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
         return {str(k): to_json(v) for k, v in value.items()}
     if isinstance(value, Sequence) and not isinstance(value, str):

@@ -1,8 +1,10 @@
 """Everything that differs per workload API, in one table.
 
 One entry per value of ``infercrane:kubernetes.workloadApi``: the kinds it owns (the serving
-workload first), how an intent becomes those objects, the endpoint it serves at, the annotations
-it adds, and the readiness rule ``observe`` applies. Every other module asks this table instead
+workload first; each kind carries its apiVersion and immutable fields), how an intent becomes
+those objects, the endpoint it serves at, the annotations it adds, the readiness rule
+``observe`` applies, and the shipped RBAC files (under ``deploy/kubernetes``) that grant the
+provider those kinds. Every other module, the dev bootstrap included, asks this table instead
 of branching on the API's name, so a new backend is one entry plus its tests. Pure.
 """
 
@@ -12,7 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from infercrane_pulumi import manifests, naming, readiness
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
+from infercrane_pulumi.intents import (
+    KubernetesSettings,
+    ReplicaIntent,
+    StackConfig,
+    WorkloadApiName,
+)
 from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE, Kind
 from infercrane_pulumi.manifests import Manifest
 
@@ -23,11 +30,12 @@ ReadinessRule = Callable[[readiness.Object, str, Sequence[readiness.Object]], re
 
 @dataclass(frozen=True)
 class WorkloadApi:
-    name: str
+    name: WorkloadApiName
     kinds: tuple[Kind, ...]
     builders: tuple[Builder, ...]
     endpoint: Endpoint
     readiness: ReadinessRule
+    rbac: tuple[str, ...]  # shipped Role files granting ``kinds``, relative to deploy/kubernetes
     annotations: Mapping[str, str] = field(default_factory=dict)
     # Shown when a kind's API is not served: what the operator installs first.
     install_hint: str = ""
@@ -55,13 +63,14 @@ def _predictor_endpoint(settings: KubernetesSettings, intent: ReplicaIntent) -> 
     return f"http://{name}-predictor.{settings.namespace}.svc:80"
 
 
-WORKLOAD_APIS: Mapping[str, WorkloadApi] = {
+WORKLOAD_APIS: Mapping[WorkloadApiName, WorkloadApi] = {
     "deployment": WorkloadApi(
         name="deployment",
         kinds=(DEPLOYMENT, SERVICE),
         builders=(manifests.deployment, manifests.service),
         endpoint=_service_endpoint,
         readiness=readiness.deployment,
+        rbac=("base/provider-rbac.yaml",),
     ),
     "kserve": WorkloadApi(
         name="kserve",
@@ -69,6 +78,7 @@ WORKLOAD_APIS: Mapping[str, WorkloadApi] = {
         builders=(manifests.inference_service,),
         endpoint=_predictor_endpoint,
         readiness=readiness.inference_service,
+        rbac=("kserve/provider-rbac.yaml",),
         annotations={"serving.kserve.io/deploymentMode": "Standard"},
         install_hint="install KServe and its CRDs first, then apply "
         "deploy/kubernetes/kserve/provider-rbac.yaml",

@@ -21,10 +21,12 @@ from kubernetes import utils
 from kubernetes.client import ApiClient
 
 from infercrane_dev.localcluster.certs import PROVIDER_USER
+from infercrane_pulumi.intents import WorkloadApiName
+from infercrane_pulumi.workloads import WORKLOAD_APIS
 
 SHIPPED_NAMESPACE = "infercrane-system"
+# What the README tells an operator to apply first, whatever the workload API.
 BASE_FILES = ("base/namespace.yaml", "base/service-accounts.yaml", "base/provider-rbac.yaml")
-KSERVE_FILES = ("kserve/provider-rbac.yaml",)
 OBSERVE_FILES = ("observe/pods-reader.yaml",)
 # The ServiceAccount the shipped RoleBindings bind the shipped Roles to.
 CONTROL_PLANE_ACCOUNT = "infercrane-control-plane"
@@ -39,10 +41,17 @@ class Bootstrapped:
 
 
 def shipped_objects(
-    namespace: str, *, kserve: bool, deploy_dir: Path, observe: bool = False
+    namespace: str,
+    *,
+    workload_api: WorkloadApiName,
+    deploy_dir: Path,
+    observe: bool = False,
 ) -> list[Any]:
-    """The shipped manifests with ``infercrane-system`` replaced by ``namespace``."""
-    files = BASE_FILES + (KSERVE_FILES if kserve else ()) + (OBSERVE_FILES if observe else ())
+    """The shipped manifests a namespace of ``workload_api`` needs (the base, the API's RBAC
+    files from the workload-API table, the optional Pod reader), ``infercrane-system``
+    replaced by ``namespace``."""
+    rbac = WORKLOAD_APIS[workload_api].rbac
+    files = dict.fromkeys(BASE_FILES + rbac + (OBSERVE_FILES if observe else ()))
     documents = [
         copy.deepcopy(doc)
         for name in files
@@ -105,7 +114,7 @@ def bootstrap_namespace(
     namespace: str,
     *,
     deploy_dir: Path,
-    kserve: bool = False,
+    workload_api: WorkloadApiName = "deployment",
     observe: bool = False,
     bind_to: Sequence[Mapping[str, str]] = LOCAL_PROVIDER_USER,
     labels: Mapping[str, str] | None = None,
@@ -117,7 +126,9 @@ def bootstrap_namespace(
     ServiceAccount (``()`` for exactly the shipped bindings). ``labels`` go on every object
     created, so a caller can find (and remove) exactly what it made.
     """
-    documents = shipped_objects(namespace, kserve=kserve, deploy_dir=deploy_dir, observe=observe)
+    documents = shipped_objects(
+        namespace, workload_api=workload_api, deploy_dir=deploy_dir, observe=observe
+    )
     roles = tuple(doc["metadata"]["name"] for doc in documents if doc["kind"] == "Role")
     value = secrets.token_urlsafe(32)
     documents += [role_binding(namespace, role, subject) for subject in bind_to for role in roles]

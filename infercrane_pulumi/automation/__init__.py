@@ -1,30 +1,38 @@
-"""The Automation API: how the InferCrane control plane, the demo and the tests drive stacks.
+"""The Automation API: how the InferCrane control plane, the command line, the demo and the tests
+drive stacks.
 
 The only importer of ``pulumi.automation``. ``NamespaceStack`` is the control plane's door:
-desired intents in, per-key results out. ``open_stack`` with ``preview``/``up``/``destroy``
-drive a project's stack files, as ``pulumi up`` users do. Both run the same program through
-the same path (``stacks.run``): refresh first, the program's refusals decoded into typed
-errors, a busy stack reported as retryable, and recovery from a run that died.
+desired intents in, per-key results out. ``run_stack_file`` drives a project's stack files, as
+the command line does. Both go through the one run path (``run.run``): one snapshot of the
+namespace for drift and ownership, the strict dry-run, the program's refusals decoded into
+typed errors, a busy stack reported as retryable, and recovery from a run that died.
 """
 
-from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.automation.environment import (
+    EnvironmentFlags,
+    PulumiEnvironment,
+    resolve_environment,
+)
 from infercrane_pulumi.automation.locks import stack_locks
 from infercrane_pulumi.automation.namespaces import NamespaceOutcome, NamespaceStack, ensure_many
-from infercrane_pulumi.automation.recovery import recover
-from infercrane_pulumi.automation.results import ReplicaChange, StackResult
-from infercrane_pulumi.automation.stacks import destroy, open_stack, preview, up
+from infercrane_pulumi.automation.results import StackResult
+from infercrane_pulumi.automation.run import OPERATIONS, Operation, RunOptions
+from infercrane_pulumi.automation.stackfiles import run_stack_file
+from infercrane_pulumi.automation.stacks import applied_intents, open_stack
 
 __all__ = [
+    "OPERATIONS",
+    "EnvironmentFlags",
     "NamespaceOutcome",
     "NamespaceStack",
+    "Operation",
     "PulumiEnvironment",
-    "ReplicaChange",
+    "RunOptions",
     "StackResult",
-    "destroy",
+    "applied_intents",
     "ensure_many",
     "open_stack",
-    "preview",
-    "recover",
+    "resolve_environment",
+    "run_stack_file",
     "stack_locks",
-    "up",
 ]

@@ -1,16 +1,20 @@
 """Where a Pulumi run keeps its state, plugins and binaries; nothing comes from the shell.
 
-Any DIY backend URL passes through (``file://`` by default, ``s3://``, ``postgres://``, ...),
-so several control-plane replicas can share state and Pulumi's own stack locks.
+Any DIY backend URL passes through (``file://`` by default, ``s3://``, ``postgres://``, ...).
+``resolve_environment`` is the one place where flags and the documented environment variables
+become a ``PulumiEnvironment`` (the command line's resolution).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+from infercrane_pulumi.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -71,3 +75,45 @@ class PulumiEnvironment:
         if self.kubeconfig is not None:
             variables["KUBECONFIG"] = str(self.kubeconfig)
         return variables
+
+
+@dataclass(frozen=True)
+class EnvironmentFlags:
+    """What a caller may give explicitly; each falls back to its environment variable."""
+
+    backend_url: str | None = None  # $PULUMI_BACKEND_URL
+    passphrase_file: str | None = None  # $PULUMI_CONFIG_PASSPHRASE_FILE, $PULUMI_CONFIG_PASSPHRASE
+    pulumi_home: str | None = None  # $PULUMI_HOME, else ~/.pulumi
+    tools_bin: str | None = None  # $INFERCRANE_TOOLS_BIN, else `pulumi` on PATH
+
+
+def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> PulumiEnvironment:
+    """The environment the flags, else the documented variables, describe; one ``ConfigError``
+    naming everything missing. The kubeconfig comes from ``$KUBECONFIG``."""
+    problems = []
+    backend = flags.backend_url or environ.get("PULUMI_BACKEND_URL")
+    if not backend:
+        problems.append("no backend: pass --backend-url or set PULUMI_BACKEND_URL")
+    passphrase_file = flags.passphrase_file or environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")
+    passphrase = environ.get("PULUMI_CONFIG_PASSPHRASE")
+    if passphrase_file:
+        try:
+            passphrase = Path(passphrase_file).read_text().rstrip("\n")
+        except OSError as error:
+            problems.append(f"--passphrase-file: cannot read ({error.strerror})")
+    if passphrase is None and not passphrase_file:
+        problems.append(
+            "no passphrase: pass --passphrase-file or set PULUMI_CONFIG_PASSPHRASE(_FILE)"
+        )
+    if problems or backend is None or passphrase is None:
+        raise ConfigError(problems)
+    tools = flags.tools_bin or environ.get("INFERCRANE_TOOLS_BIN")
+    kubeconfig = environ.get("KUBECONFIG")
+    home = flags.pulumi_home or environ.get("PULUMI_HOME")
+    return PulumiEnvironment.for_backend(
+        backend,
+        pulumi_home=Path(home) if home else Path.home() / ".pulumi",
+        passphrase=passphrase,
+        bin_dir=Path(tools) if tools else None,
+        kubeconfig=Path(kubeconfig) if kubeconfig else None,
+    )

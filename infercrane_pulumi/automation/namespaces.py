@@ -3,7 +3,7 @@
 The InferCrane control plane keeps its intents in its own database. ``NamespaceStack`` takes
 the same typed models the stack files use, validates them all-or-nothing, writes them as the
 stack's configuration through the Automation API (kubeconfig contents as a Pulumi secret) and
-runs the same program ``pulumi up`` runs, on the same code path (``stacks.run``). Results are
+runs the same program ``pulumi up`` runs, through the one run path (``run.run``). Results are
 per external key. Calls on one stack are serialized within this process; another process
 holding the stack makes a call raise ``StackBusyError`` (retryable), at once or after
 ``wait_seconds``. Give each process its own ``workspace``: the stack file lives there, the
@@ -13,9 +13,8 @@ state and the lock live in the backend.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +25,15 @@ from pulumi import automation as auto
 
 from infercrane_pulumi.automation import project, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.cluster import client, doctor, drift, observe, preflight
-from infercrane_pulumi.errors import ClusterUnavailableError, InferCraneError, RunFailedError
+from infercrane_pulumi.automation.run import (
+    EventHandler,
+    Operation,
+    RunOptions,
+    local_settings,
+    run,
+)
+from infercrane_pulumi.cluster import client, doctor, observe
+from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
     REPLICAS_KEY,
@@ -35,9 +41,8 @@ from infercrane_pulumi.intents import (
     ReplicaIntent,
     StackConfig,
     parse_stack_config,
+    stack_file,
 )
-
-EventHandler = Callable[[auto.EngineEvent], Any]
 
 
 @dataclass
@@ -86,7 +91,7 @@ class NamespaceStack:
 
     def applied(self) -> list[ReplicaIntent]:
         """The intents of the last successful run, from the stack's outputs in the backend."""
-        return applied_intents(self.stack())
+        return stacks.applied_intents(self.stack())
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -115,7 +120,7 @@ class NamespaceStack:
         command-line arguments, and a few hundred intents exceed the kernel's 128 KiB limit
         for one argument. The encryption salt and the encrypted kubeconfig are kept.
         """
-        path = self.workspace / project.STACK_CONFIG_DIR / f"Pulumi.{self.stack_name}.yaml"
+        path = stack_file(self.workspace, self.stack_name)
         text = path.read_text(encoding="utf-8") if path.exists() else ""
         document = yaml.safe_load(text) or {}
         section = document.setdefault("config", {})
@@ -148,104 +153,15 @@ class NamespaceStack:
 
     def _run(
         self,
-        operation: str,
+        operation: Operation,
         config: StackConfig,
         applied: Sequence[ReplicaIntent] | None = None,
     ) -> results.StackResult:
         stack = self.stack()
+        options = RunOptions(on_event=self.on_event, wait_seconds=self.wait_seconds)
         with stacks.serialized(self.env, self.stack_name):
             self._write(stack, config)
-            return run_config(
-                stack,
-                self.env,
-                operation,
-                config,
-                on_event=self.on_event,
-                wait_seconds=self.wait_seconds,
-                applied=applied,
-            )
-
-
-def applied_intents(stack: auto.Stack) -> list[ReplicaIntent]:
-    """The intents of the stack's last successful run (its outputs, in the backend).
-
-    One CLI read of one state version: the SDK's ``Stack.outputs`` reads the outputs twice
-    (plain, then with secrets) and a run of another process landing between the two reads
-    breaks it. Our outputs hold no secret, so one read says it all.
-    """
-    workspace = stack.workspace
-    with stacks.pulumi_errors(stack.name):
-        read = workspace.pulumi_command.run(
-            ["stack", "output", "--json", "--show-secrets", "--stack", stack.name],
-            workspace.work_dir,
-            workspace.env_vars,
-        )
-    replicas = (json.loads(read.stdout or "{}") or {}).get("replicas") or {}
-    return [ReplicaIntent.model_validate(entry["intent"]) for entry in replicas.values()]
-
-
-def local_settings(settings: KubernetesSettings, env: PulumiEnvironment) -> KubernetesSettings:
-    """Settings for this process's own reads: the environment's kubeconfig as fallback."""
-    if settings.kubeconfig is not None or env.kubeconfig is None:
-        return settings
-    return settings.model_copy(update={"kubeconfig": str(env.kubeconfig)})
-
-
-def run_config(
-    stack: auto.Stack,
-    env: PulumiEnvironment,
-    operation: str,
-    config: StackConfig,
-    *,
-    on_output: stacks.Printer | None = None,
-    on_event: EventHandler | None = None,
-    wait_seconds: float = 0.0,
-    applied: Sequence[ReplicaIntent] | None = None,
-) -> results.StackResult:
-    """Run ``operation`` on a stack whose configuration is ``config``: the one path both
-    ``NamespaceStack`` and the CLI take. ``applied``: the stack's applied intents, when the
-    caller has just read them (else one more read of the stack's outputs).
-
-    The engine refreshes only when the cluster drifted from what the stack last applied
-    (``cluster.drift``). A destroy does not run the program: its ownership check (every
-    applied object exactly ours, no dry-run since nothing is applied) runs here, just before.
-    A run that failed while the API server cannot be reached is reported as
-    ``ClusterUnavailableError`` (retryable), found by asking the API server, not by reading the
-    engine's text.
-    """
-    events: list[auto.EngineEvent] = []
-
-    def record(event: auto.EngineEvent) -> None:
-        events.append(event)
-        if on_event is not None:
-            on_event(event)
-
-    cluster = client.connect(local_settings(config.kubernetes, env))
-    try:
-        replicas = applied_intents(stack) if applied is None else applied
-        last = config.model_copy(update={"replicas": tuple(replicas)})
-        if operation == "destroy":
-            preflight.check_before_apply(cluster, last, dry_run=False)
-            options: dict[str, Any] = {"refresh": False, "run_program": False}
-        else:
-            drifted = drift.probe(cluster, last)
-            options = {"refresh": bool(drifted), **stacks.OPERATION_OPTIONS[operation]}
-        stacks.run(
-            stack,
-            env,
-            operation,
-            on_output=on_output,
-            on_event=record,
-            wait_seconds=wait_seconds,
-            **options,
-        )
-    except RunFailedError as failed:
-        try:
-            cluster.version()
-        except ClusterUnavailableError as unreachable:
-            raise ClusterUnavailableError([*unreachable.problems, *failed.problems]) from failed
-        raise
-    return results.stack_result(operation, stack.name, config, events)
+            return run(stack, self.env, operation, config, applied=applied, options=options)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
 """The Pulumi project a control plane's workspace holds: settings and the program's entry.
 
-``pulumi up`` users run the repository's ``Pulumi.yaml`` and ``__main__.py``; a control plane
-gets the same project written into a directory of its own, so both run ``program.main`` with
-stack files under ``stacks/``.
+``pulumi up`` users run the repository's ``Pulumi.yaml`` and ``__main__.py``; every driver
+(the control plane, the command line, the tests) gets the same project written into a directory
+of its own, so all run ``program.main`` with stack files under ``stacks/``. Unlike the
+repository's, this project forces no refresh: the Automation API can ask for a refresh but
+cannot decline one the project forces, and the run path refreshes exactly when the cluster
+drifted (or when asked to).
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from pathlib import Path
 
 import yaml
 
+from infercrane_pulumi.intents import STACK_CONFIG_DIR
+
 PROJECT_NAME = "infercrane"
-STACK_CONFIG_DIR = "stacks"
 ENTRY_POINT = "from infercrane_pulumi.program import main\n\nmain()\n"
 
 
@@ -27,9 +31,6 @@ def project_settings() -> dict[str, object]:
         "description": "InferCrane's Kubernetes provider (control-plane workspace)",
         "runtime": {"name": "python", "options": options},
         "stackConfigDir": STACK_CONFIG_DIR,
-        # No `refresh: always` here (unlike the repository's Pulumi.yaml for people running
-        # `pulumi up`): the Automation API can ask for a refresh but cannot decline one the
-        # project forces, and the drivers refresh exactly when the cluster drifted.
     }
 
 

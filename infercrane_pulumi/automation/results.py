@@ -3,31 +3,36 @@
 The engine reports each step on a resource as a structured event: the operation, the resource's
 type and URN, its old and new inputs and outputs, and the properties that differ. Our objects
 carry their external key in an annotation, so every step maps to the key that owns it without
-parsing any text. Steps of the refresh that precedes each run are kept apart as drift: what the
-cluster changed behind Pulumi's back, not what this run proposes. Pure: events in, values out.
+parsing any text. Each object's change and diff, and each key's change, are the one change model
+of ``review.changes``: the engine decides an object's change, the key rule is the model's.
+Steps of a refresh are kept apart as drift: what the cluster changed behind Pulumi's back, not
+what this run proposes. Pure: events in, values out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import naming, workloads, yamldiff
-from infercrane_pulumi.changes import (
-    SEVERITY,
+from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.intents import StackConfig
+from infercrane_pulumi.review.changes import (
     Change,
     Drift,
     KeyChange,
-    ObjectDiff,
+    ObjectChange,
+    Rename,
     StackChanges,
     Summary,
     find_renames,
     key_change,
+    most_consequential_first,
+    object_change,
 )
-from infercrane_pulumi.intents import StackConfig
 
 EngineEvent = auto.EngineEvent
 
@@ -61,33 +66,16 @@ class Step:
 
 
 @dataclass(frozen=True)
-class ObjectChange:
-    kind: str
-    name: str
-    uid: str | None
-    change: Change
-    fields: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ReplicaChange:
-    external_key: str
-    change: Change
-    resource_id: str | None
-    endpoint: str | None
-    objects: tuple[ObjectChange, ...]
-
-
-@dataclass(frozen=True)
 class StackResult:
     operation: str  # preview | up | destroy
     stack: str
     namespace: str
     summary: Summary
-    replicas: tuple[ReplicaChange, ...]
+    replicas: tuple[KeyChange, ...]  # stack keys in stack order, then the keys it deleted
     drift: tuple[Drift, ...]
+    renames: tuple[Rename, ...] = ()
 
-    def replica(self, external_key: str) -> ReplicaChange | None:
+    def replica(self, external_key: str) -> KeyChange | None:
         return next((r for r in self.replicas if r.external_key == external_key), None)
 
 
@@ -128,30 +116,31 @@ def steps_of(events: Iterable[auto.EngineEvent]) -> list[Step]:
     return [step for step in map(step_of, events) if step is not None]
 
 
-def _object_changes(steps: Sequence[Step]) -> list[ObjectChange]:
-    by_urn: dict[str, ObjectChange] = {}
+def _object(steps: Sequence[Step]) -> ObjectChange | None:
+    """One object's change over all its steps (a replacement has several): the strongest step
+    names the change, the diff spans its inputs before the first step and after the last, the
+    fields are the engine's when it names them (None: no step changes anything)."""
+    changes: list[Change] = [_OBJECT_CHANGES[s.op] for s in steps if s.op in _OBJECT_CHANGES]
+    if not changes:
+        return None
+    old = next((step.old for step in steps if step.old), None)
+    new = next((step.new for step in reversed(steps) if step.new), None)
+    strongest = max(changes, key=_STRENGTH.__getitem__)
+    found = object_change(old, new, change=strongest)
+    engine_fields = next((step.fields for step in steps if step.fields), ())
+    # The object that lives after the run: the last one a step created or kept, else the one
+    # it deleted.
+    uids = [s.uid for s in steps if s.uid and s.new] or [s.uid for s in steps if s.uid]
+    uid = uids[-1] if uids else None
+    return dataclasses.replace(found, fields=engine_fields or found.fields, uid=uid)
+
+
+def _objects(steps: Iterable[Step]) -> tuple[ObjectChange, ...]:
+    by_urn: dict[str, list[Step]] = {}
     for step in steps:
-        change = _OBJECT_CHANGES.get(step.op)
-        if change is None:
-            continue
-        seen = by_urn.get(step.urn)
-        if seen is None or _STRENGTH[change] > _STRENGTH[seen.change]:
-            uid = step.uid or (seen.uid if seen else None)
-            by_urn[step.urn] = ObjectChange(step.kind, step.name, uid, change, step.fields)
-        elif step.uid and not seen.uid:  # outputs arrive after the step began
-            by_urn[step.urn] = ObjectChange(
-                seen.kind, seen.name, step.uid, seen.change, seen.fields
-            )
-    return list(by_urn.values())
-
-
-def replica_change(objects: Sequence[ObjectChange]) -> Change:
-    changes = {obj.change for obj in objects}
-    if changes <= {"same"}:
-        return "same"
-    if len(changes) == 1:
-        return next(iter(changes))
-    return "replace" if "replace" in changes else "update"
+        by_urn.setdefault(step.urn, []).append(step)
+    found = (_object(urn_steps) for urn_steps in by_urn.values())
+    return tuple(obj for obj in found if obj is not None)
 
 
 def drift_of(steps: Sequence[Step]) -> list[Drift]:
@@ -169,53 +158,25 @@ def stack_result(
     steps = steps_of(events)
     by_key: dict[str, list[Step]] = {}
     for step in steps:
-        by_key.setdefault(step.external_key, []).append(step)
+        if step.op != "refresh":
+            by_key.setdefault(step.external_key, []).append(step)
     settings = config.kubernetes
     intents = {intent.external_key: intent for intent in config.replicas}
     replicas = []
     for key in [*intents, *sorted(by_key.keys() - intents.keys())]:
-        objects = tuple(_object_changes(by_key.get(key, [])))
+        objects = _objects(by_key.get(key, []))
         intent = intents.get(key)
         replicas.append(
-            ReplicaChange(
+            KeyChange(
                 external_key=key,
-                change=replica_change(objects),
+                change=key_change(obj.change for obj in objects),
+                objects=objects,
                 resource_id=naming.resource_id(settings, key) if intent else None,
                 endpoint=workloads.endpoint(settings, intent) if intent else None,
-                objects=objects,
             )
         )
-    return StackResult(
-        operation=operation,
-        stack=stack,
-        namespace=settings.namespace,
-        summary=Summary.of(r.change for r in replicas),
-        replicas=tuple(replicas),
-        drift=tuple(drift_of(steps)),
-    )
 
-
-def stack_changes(
-    operation: str, project: str, stack: str, events: Iterable[auto.EngineEvent]
-) -> StackChanges:
-    """The engine's run in the reviewers' shape (``changes``): each object's change as the
-    engine decided it, its diff over the inputs the engine compared, refresh drift apart."""
-    steps = steps_of(events)
-    by_key: dict[str, list[Step]] = {}
-    for step in steps:
-        if step.op != "refresh":
-            by_key.setdefault(step.external_key, []).append(step)
-    replicas = []
-    for key, key_steps in by_key.items():
-        by_urn: dict[str, list[Step]] = {}
-        for step in key_steps:
-            by_urn.setdefault(step.urn, []).append(step)
-        diffs = [_object_diff(urn_steps) for urn_steps in by_urn.values()]
-        objects = tuple(diff for diff in diffs if diff is not None)
-        replicas.append(KeyChange(key, key_change(objects), objects))
-    replicas.sort(key=lambda r: (SEVERITY[r.change], r.external_key))
-
-    def inputs(change: str) -> dict[str, list[Mapping[str, Any]]]:
+    def inputs(change: Change) -> dict[str, list[Mapping[str, Any]]]:
         found: dict[str, list[Mapping[str, Any]]] = {}
         for replica in (r for r in replicas if r.change == change):
             for step in by_key[replica.external_key]:
@@ -223,24 +184,24 @@ def stack_changes(
                     found.setdefault(replica.external_key, []).append(state)
         return found
 
-    return StackChanges(
+    return StackResult(
         operation=operation,
-        project=project,
         stack=stack,
+        namespace=settings.namespace,
+        summary=Summary.of(r.change for r in replicas),
         replicas=tuple(replicas),
-        renames=tuple(find_renames(inputs("delete"), inputs("create"))),
         drift=tuple(drift_of(steps)),
+        renames=tuple(find_renames(inputs("delete"), inputs("create"))),
     )
 
 
-def _object_diff(steps: Sequence[Step]) -> ObjectDiff | None:
-    """One object's change over all its steps (a replacement has several), with the diff of
-    its inputs before the first step and after the last (None: no step changes anything)."""
-    found = _object_changes(steps)
-    if not found:
-        return None
-    [change] = found
-    old = next((step.old for step in steps if step.old), None)
-    new = next((step.new for step in reversed(steps) if step.new), None)
-    diff = "" if change.change == "same" else yamldiff.diff_objects(old, new)
-    return ObjectDiff(change.kind, change.name, change.change, diff)
+def review(result: StackResult, project: str) -> StackChanges:
+    """The run in the reviewers' shape: most consequential keys first, unchanged ones too."""
+    return StackChanges(
+        operation=result.operation,
+        project=project,
+        stack=result.stack,
+        replicas=most_consequential_first(result.replicas),
+        renames=result.renames,
+        drift=result.drift,
+    )

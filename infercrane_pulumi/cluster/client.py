@@ -20,7 +20,12 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from infercrane_pulumi import naming
-from infercrane_pulumi.errors import ClusterUnavailableError, ConfigError, RejectedError
+from infercrane_pulumi.errors import (
+    ClusterUnavailableError,
+    ConfigError,
+    InferCraneError,
+    RejectedError,
+)
 from infercrane_pulumi.intents import KUBERNETES_KEY, KubernetesSettings
 from infercrane_pulumi.kinds import KINDS, Kind
 from infercrane_pulumi.manifests import Manifest
@@ -69,13 +74,19 @@ def status_message(response: Response) -> str:
     return message[:300] or f"HTTP {response.status}"
 
 
-def raise_for_status(response: Response, what: str) -> None:
-    """Map a non-2xx answer to the project's errors (5xx and 429 are retryable)."""
+def failure(response: Response, what: str) -> InferCraneError | None:
+    """The typed error a non-2xx answer means (5xx and 429 are retryable), None for success."""
     if response.status < 300:
-        return
+        return None
     if response.status >= 500 or response.status == 429:
-        raise ClusterUnavailableError(f"{what}: API server answered {response.status}, try again")
-    raise RejectedError(f"{what}: {status_message(response)}")
+        return ClusterUnavailableError(f"{what}: API server answered {response.status}, try again")
+    return RejectedError(f"{what}: {status_message(response)}")
+
+
+def raise_for_status(response: Response, what: str) -> None:
+    error = failure(response, what)
+    if error is not None:
+        raise error
 
 
 @dataclass

@@ -1,15 +1,21 @@
-"""The ownership preflight every ``preview``, ``up`` and ``destroy`` runs before registering.
+"""The ownership preflight that runs before anything is written, on every path.
 
 pulumi-kubernetes would silently adopt a same-named object (its server-side create is an
 upsert) and silently rename some foreign field managers to its own. So, before anything is
-written: every desired object that exists must be exactly ours and free of such managers, and a
-strict server-side dry-run (our field manager, never forced) of every object must succeed. The
-decisions are pure functions over values; ``check_before_apply`` is the only I/O.
+written: every object the run applies or deletes that exists must be exactly ours and free of
+such managers, and a strict server-side dry-run (our field manager, never forced) of every
+applied object must succeed. The decisions are pure functions over one metadata ``snapshot`` of
+the namespace (one LIST per owned kind), which a driver also uses for its drift decision; the
+program runs ``check_before_apply`` itself only when no driver did it for exactly its
+configuration (a hand-run ``pulumi up``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,17 +24,22 @@ from infercrane_pulumi.cluster.client import (
     Cluster,
     Response,
     connect,
+    failure,
     object_subject,
-    raise_for_status,
     status_message,
 )
-from infercrane_pulumi.errors import OwnershipError, RejectedError
-from infercrane_pulumi.intents import StackConfig
+from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
+from infercrane_pulumi.intents import KubernetesSettings, StackConfig
 from infercrane_pulumi.kinds import Kind
 from infercrane_pulumi.manifests import Manifest
 
 # Within the client's connection pool (its default is 5 per CPU), enough to hide round trips.
 DRY_RUN_CONCURRENCY = 8
+# A driver that ran this preflight for a configuration names its digest here for the program.
+PREFLIGHTED_ENV = "INFERCRANE_PREFLIGHTED"
+
+# The metadata of every object of each owned kind in the namespace: kind -> name -> metadata.
+Snapshot = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
 # pulumi-kubernetes silently renames these managers to its own on every real update
 # (fixCSAFieldManagers in v4.25), taking over fields somebody else set: we refuse instead.
@@ -50,12 +61,9 @@ def ownership_problems(desired: Manifest, live: Mapping[str, Any] | None) -> lis
         return []
     what = object_subject(desired)
     meta = live.get("metadata") or {}
-    key = desired["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY]
-    if not naming.is_exactly_ours(meta, desired["metadata"]["namespace"], key):
-        return [
-            f"{what}: exists but is not exactly ours (managed-by, key-hash label and key "
-            "annotation must all match); InferCrane never adopts, changes or deletes it"
-        ]
+    foreign = foreign_problems(desired, meta)
+    if foreign:
+        return foreign
     entries = meta.get("managedFields") or []
     if not entries:
         return [f"{what}: has no managedFields, so the provider would force its apply; refusing"]
@@ -65,6 +73,17 @@ def ownership_problems(desired: Manifest, live: Mapping[str, Any] | None) -> lis
         "taken over by pulumi-kubernetes; have that manager release them first"
         for entry in entries
         if (entry.get("manager"), entry.get("operation")) in TAKEOVER_MANAGERS
+    ]
+
+
+def foreign_problems(desired: Manifest, meta: Mapping[str, Any]) -> list[str]:
+    """Why the live object at a desired name is not exactly ours (empty: it is)."""
+    key = desired["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY]
+    if naming.is_exactly_ours(meta, desired["metadata"]["namespace"], key):
+        return []
+    return [
+        f"{object_subject(desired)}: exists but is not exactly ours (managed-by, key-hash label "
+        "and key annotation must all match); InferCrane never adopts, changes or deletes it"
     ]
 
 
@@ -80,18 +99,40 @@ def field_paths(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
 
 
 def conflict_problems(obj: Manifest, response: Response) -> list[str]:
-    """Describe a strict server-side dry-run that failed: field conflicts or a rejection."""
+    """The field conflicts a strict server-side dry-run answered with (409), one line each."""
     what = object_subject(obj)
-    if response.status == 409:
-        causes = (response.body.get("details") or {}).get("causes") or []
-        described = [
-            f"{what}: field {cause.get('field', '?')} is owned by another manager "
-            f"({cause.get('message', 'conflict')}); InferCrane never forces, the value stays theirs"
-            for cause in causes
-        ]
-        return described or [f"{what}: apply conflict: {status_message(response)}"]
-    raise_for_status(response, f"{what}: dry-run apply")
-    return []
+    causes = (response.body.get("details") or {}).get("causes") or []
+    described = [
+        f"{what}: field {cause.get('field', '?')} is owned by another manager "
+        f"({cause.get('message', 'conflict')}); InferCrane never forces, the value stays theirs"
+        for cause in causes
+    ]
+    return described or [f"{what}: apply conflict: {status_message(response)}"]
+
+
+def dry_run_refusal(
+    objects: Sequence[Manifest], answers: Sequence[Response]
+) -> OwnershipError | RejectedError | ClusterUnavailableError | None:
+    """One error naming every object whose dry-run failed (None: all passed). Conflicts make it
+    an ownership refusal, any other permanent rejection a rejection; it is retryable only when
+    every failure was the API server's own."""
+    conflicts: list[str] = []
+    rejected: list[str] = []
+    unavailable: list[str] = []
+    for obj, answer in zip(objects, answers, strict=True):
+        if answer.status == 409:
+            conflicts += conflict_problems(obj, answer)
+            continue
+        error = failure(answer, f"{object_subject(obj)}: dry-run apply")
+        if isinstance(error, ClusterUnavailableError):
+            unavailable += error.problems
+        elif error is not None:
+            rejected += error.problems
+    if conflicts:
+        return OwnershipError([*conflicts, *rejected, *unavailable])
+    if rejected:
+        return RejectedError([*rejected, *unavailable])
+    return ClusterUnavailableError(unavailable) if unavailable else None
 
 
 def api_missing(kind: Kind, api: workloads.WorkloadApi, context: str) -> str:
@@ -107,36 +148,58 @@ def require_served_apis(cluster: Cluster, api: workloads.WorkloadApi) -> None:
             raise RejectedError(api_missing(kind, api, cluster.context))
 
 
-def check_before_apply(cluster: Cluster, config: StackConfig, *, dry_run: bool = True) -> None:
-    """The preflight: refuse foreign objects and field conflicts before anything is written.
-
-    Without ``dry_run`` only ownership is checked: what a destroy needs, since it applies
-    nothing and deletes exactly-ours objects only.
-    """
-    api = workloads.workload_api(config.kubernetes)
+def snapshot(cluster: Cluster, settings: KubernetesSettings) -> Snapshot:
+    """The namespace's objects of every owned kind, metadata only: one paged LIST per kind."""
+    api = workloads.workload_api(settings)
     require_served_apis(cluster, api)
-    desired = workloads.stack_objects(config)
-    namespace = config.kubernetes.namespace
-    # One LIST per kind (metadata only) instead of one GET per object.
-    live = {kind.kind: cluster.metadata(kind, namespace) for kind in api.kinds}
+    return {kind.kind: cluster.metadata(kind, settings.namespace) for kind in api.kinds}
+
+
+def check_ownership(
+    live: Snapshot, *, applied: Sequence[Manifest], deleted: Sequence[Manifest] = ()
+) -> None:
+    """Refuse, naming every one, the objects at our names that must not be touched: an object
+    about to be applied must be ours and free of take-over managers, one about to be deleted
+    must be exactly ours (a look-alike put in place of ours is never deleted)."""
     problems: list[str] = []
-    for obj in desired:
+    for obj in applied:
         meta = live[obj["kind"]].get(obj["metadata"]["name"])
         problems += ownership_problems(obj, None if meta is None else {"metadata": meta})
+    for obj in deleted:
+        meta = live[obj["kind"]].get(obj["metadata"]["name"])
+        if meta is not None:
+            problems += foreign_problems(obj, meta)
     if problems:
         raise OwnershipError(problems)
-    if not dry_run:
-        return
+
+
+def check_dry_run(cluster: Cluster, objects: Sequence[Manifest]) -> None:
+    """A strict server-side dry-run of every object, refused as one error naming each failure."""
     # Dry-runs are independent requests; the API server handles them concurrently.
     with ThreadPoolExecutor(max_workers=DRY_RUN_CONCURRENCY) as pool:
-        answers = list(pool.map(cluster.dry_run_apply, desired))
-    for obj, answer in zip(desired, answers, strict=True):
-        problems += conflict_problems(obj, answer)
-    if problems:
-        raise OwnershipError(problems)
+        answers = list(pool.map(cluster.dry_run_apply, objects))
+    refusal = dry_run_refusal(objects, answers)
+    if refusal is not None:
+        raise refusal
 
 
-def preflight(config: StackConfig) -> None:
-    """The program's preflight against the configured cluster (skipped with zero intents)."""
-    if config.replicas:
+def check_before_apply(cluster: Cluster, config: StackConfig) -> None:
+    """The whole preflight of one configuration: ownership, then the strict dry-runs."""
+    desired = workloads.stack_objects(config)
+    check_ownership(snapshot(cluster, config.kubernetes), applied=desired)
+    check_dry_run(cluster, desired)
+
+
+def digest(config: StackConfig) -> str:
+    """Names exactly one configuration, where the cluster is included (a preflight against
+    one cluster says nothing about another)."""
+    document = config.model_dump(mode="json", by_alias=True)
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def preflight(config: StackConfig, environ: Mapping[str, str] = os.environ) -> None:
+    """The program's preflight against the configured cluster: skipped with zero intents, and
+    when the driver that started the program ran it for exactly this configuration."""
+    if config.replicas and environ.get(PREFLIGHTED_ENV) != digest(config):
         check_before_apply(connect(config.kubernetes), config)

@@ -27,6 +27,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from infercrane_dev.localcluster import LocalControlPlane, new_api_client
 from infercrane_dev.localcluster.bootstrap import Bootstrapped
+from infercrane_pulumi.intents import WorkloadApiName
 from tests.conformance import preflight
 from tests.conformance.gpus import ExistingGpuNodes, GpuSupply, Pools
 from tests.conformance.harness import ENGINE_BINARIES, LOCAL_BINARIES, require_toolchain
@@ -76,8 +77,10 @@ class Backend(ABC):
         install = self.kserve.may_install and not self.kserve.served()
         preflight.require_admin(self.admin, self.context, install_kserve_crd=install)
 
-    def tenant(self, workdir: Path, *, kserve: bool = False, observe: bool = False) -> Tenant:
-        bootstrapped = self.ledger.bootstrap(kserve=kserve, observe=observe)
+    def tenant(
+        self, workdir: Path, *, workload_api: WorkloadApiName = "deployment", observe: bool = False
+    ) -> Tenant:
+        bootstrapped = self.ledger.bootstrap(workload_api=workload_api, observe=observe)
         provider = issue(
             self.admin, self.cluster, bootstrapped.namespace, workdir / "provider.kubeconfig"
         )

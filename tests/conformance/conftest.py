@@ -18,6 +18,7 @@ from kubernetes import client
 
 from infercrane_pulumi import automation
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from infercrane_pulumi.intents import WorkloadApiName
 from tests.conformance.backends import Backend, Tenant, connect, open_backend
 from tests.conformance.gpus import GpuSupply, Pools
 from tests.conformance.harness import ENGINE_BINARIES, ROOT, Harness, require_toolchain, show
@@ -67,9 +68,13 @@ def pulumi_env(tmp_path_factory: pytest.TempPathFactory) -> automation.PulumiEnv
 
 
 def _tenant(
-    backend: Backend, workdir: Path, *, kserve: bool = False, observe: bool = False
+    backend: Backend,
+    workdir: Path,
+    *,
+    workload_api: WorkloadApiName = "deployment",
+    observe: bool = False,
 ) -> Iterator[Tenant]:
-    made = backend.tenant(workdir, kserve=kserve, observe=observe)
+    made = backend.tenant(workdir, workload_api=workload_api, observe=observe)
     yield made
     made.provider.kubeconfig.unlink(missing_ok=True)
     # Background deletion: the session's sweep waits for it, no test does.
@@ -89,7 +94,7 @@ def observing_tenant(backend: Backend, tmp_path: Path) -> Iterator[Tenant]:
 
 @pytest.fixture
 def kserve_tenant(backend: Backend, tmp_path: Path) -> Iterator[Tenant]:
-    yield from _tenant(backend, tmp_path, kserve=True)
+    yield from _tenant(backend, tmp_path, workload_api="kserve")
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -28,9 +27,9 @@ from pulumi import automation as auto
 
 from infercrane_dev.localcluster import BinaryNotFoundError, find_binary
 from infercrane_pulumi import automation, kinds, naming
-from infercrane_pulumi.automation import NamespaceStack
+from infercrane_pulumi.automation import NamespaceStack, project
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, stack_file
 from infercrane_pulumi.kinds import Kind
 from tests.conformance.identity import ProviderIdentity
 
@@ -113,7 +112,7 @@ class Harness:
 
     @property
     def stack_file(self) -> Path:
-        return self.project_dir / "stacks" / f"Pulumi.{self.stack_name}.yaml"
+        return stack_file(self.project_dir, self.stack_name)
 
     def kubernetes(self, **settings: Any) -> dict[str, Any]:
         """``infercrane:kubernetes`` for this namespace, as the provider identity."""
@@ -124,12 +123,8 @@ class Harness:
         } | settings
 
     def configure(self, replicas: list[dict[str, Any]], **settings: Any) -> Path:
-        """Write the project and this test's stack file; returns the stack file."""
-        (self.project_dir / "stacks").mkdir(parents=True, exist_ok=True)
-        project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-        project["runtime"]["options"]["virtualenv"] = str(ROOT / ".venv")
-        (self.project_dir / "Pulumi.yaml").write_text(yaml.safe_dump(project))
-        shutil.copy(ROOT / "__main__.py", self.project_dir / "__main__.py")
+        """Write the generated project (as every driver runs it) and this test's stack file."""
+        project.write_project(self.project_dir)
         kubernetes = self.kubernetes(**settings)
         config = {"infercrane:kubernetes": kubernetes, "infercrane:replicas": replicas}
         self.stack_file.write_text(yaml.safe_dump({"config": config}))
@@ -169,17 +164,30 @@ class Harness:
             self.stack_name, project_dir=self.project_dir, env=env or self.env
         )
 
-    def _printer(self, line: str) -> None:
-        self.log.append(line)
+    def _run(
+        self,
+        operation: automation.Operation,
+        env: automation.PulumiEnvironment | None = None,
+        *,
+        remove_key: str | None = None,
+    ) -> automation.StackResult:
+        """The stack file through the one run path, exactly as ``infercrane-pulumi`` runs it."""
+        options = automation.RunOptions(on_output=self.log.append)
+        return automation.run_stack_file(
+            self.stack_file, env or self.env, operation, options=options, remove_key=remove_key
+        )
 
-    def preview(self) -> auto.PreviewResult:
-        return automation.preview(self.stack(), self.env, on_output=self._printer)
+    def preview(self) -> automation.StackResult:
+        return self._run("preview")
 
-    def up(self, env: automation.PulumiEnvironment | None = None) -> auto.UpResult:
-        return automation.up(self.stack(env), env or self.env, on_output=self._printer)
+    def up(self, env: automation.PulumiEnvironment | None = None) -> automation.StackResult:
+        return self._run("up", env)
 
-    def destroy(self) -> auto.DestroyResult:
-        return automation.destroy(self.stack(), self.env, on_output=self._printer)
+    def remove(self, key: str) -> automation.StackResult:
+        return self._run("up", remove_key=key)
+
+    def destroy(self) -> automation.StackResult:
+        return self._run("destroy")
 
     # -- reading back, as admin -----------------------------------------------------------
 

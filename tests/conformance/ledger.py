@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster.bootstrap import Bootstrapped, bootstrap_namespace
 from infercrane_dev.localcluster.crds import wait_established
+from infercrane_pulumi.intents import WorkloadApiName
 
 RUN_LABEL = "infercrane.dev/conformance-run"
 # On a real cluster terminating Pods get their grace period before a namespace can go.
@@ -76,7 +77,7 @@ class RunLedger:
         self,
         namespace: str | None = None,
         *,
-        kserve: bool = False,
+        workload_api: WorkloadApiName = "deployment",
         observe: bool = False,
         bind_to: Sequence[Mapping[str, str]] = (),
     ) -> Bootstrapped:
@@ -85,7 +86,7 @@ class RunLedger:
             self.admin,
             namespace or self.namespace_name(),
             deploy_dir=DEPLOY_DIR,
-            kserve=kserve,
+            workload_api=workload_api,
             observe=observe,
             bind_to=bind_to,
             labels=self.labels,

@@ -14,6 +14,7 @@ from kubernetes import client
 
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster.bootstrap import shipped_objects
+from infercrane_pulumi.workloads import WORKLOAD_APIS
 
 RBAC = "rbac.authorization.k8s.io"
 CRDS = "apiextensions.k8s.io"
@@ -73,13 +74,14 @@ KSERVE_FIXTURE: tuple[Permission, ...] = (
 
 def shipped_role_permissions() -> tuple[Permission, ...]:
     """What the shipped Roles grant: RBAC lets the admin grant only what it holds itself."""
-    roles = [
-        doc
+    roles = {
+        doc["metadata"]["name"]: doc
+        for api in WORKLOAD_APIS
         for doc in shipped_objects(
-            PROBE_NAMESPACE, kserve=True, deploy_dir=DEPLOY_DIR, observe=True
+            PROBE_NAMESPACE, workload_api=api, deploy_dir=DEPLOY_DIR, observe=True
         )
         if doc["kind"] == "Role"
-    ]
+    }.values()
     return tuple(
         Permission(verb, resource, group)
         for role in roles

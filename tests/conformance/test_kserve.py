@@ -25,9 +25,11 @@ def test_kserve_mode_creates_one_standard_inference_service(
     inference_service_api: None, kserve_harness: Harness
 ) -> None:
     kserve_harness.configure([replica("kserve-r0")], workloadApi="kserve")
-    kserve_harness.preview()
+    assert [r.change for r in kserve_harness.preview().replicas] == ["create"]
     result = kserve_harness.up()
-    assert result.summary.result == "succeeded"
+    assert [(r.change, [o.kind for o in r.objects]) for r in result.replicas] == [
+        ("create", ["InferenceService"])
+    ]
     owned = kserve_harness.owned(kinds.INFERENCE_SERVICE)
     assert len(owned) == 1
     [isvc] = owned

@@ -38,7 +38,7 @@ def test_kubeconfig_contents_work_end_to_end_and_are_stored_encrypted(harness: H
     new = set(temp.iterdir()) - before
     left = [f for top in new for f in (top.rglob("*") if top.is_dir() else [top]) if f.is_file()]
     assert [f for f in left if token.encode() in f.read_bytes()] == []
-    assert result.summary.result == "succeeded"
+    assert [r.change for r in result.replicas] == ["create"]
 
     deployment = harness.get(kinds.DEPLOYMENT, "contents-r0")
     assert deployment is not None

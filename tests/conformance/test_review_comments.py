@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane_pulumi.offline_diff import diff_command
+from infercrane_pulumi.review.offline_diff import diff_command
 from tests.conformance.harness import NO_SUCH_GPU, Harness
 from tests.conformance.test_cli_and_faults import cli_env
 from tests.unit.gitrepos import BASE_REPLICAS, HEAD_REPLICAS, commit, git, new_repo

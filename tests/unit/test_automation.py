@@ -15,6 +15,7 @@ from pulumi.automation._cmd import CommandResult
 
 from infercrane_pulumi import automation, errors, refusals
 from infercrane_pulumi.automation.locks import stack_locks
+from infercrane_pulumi.automation.recovery import recover
 from infercrane_pulumi.automation.stacks import pulumi_errors
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
@@ -64,10 +65,12 @@ def test_an_unknown_code_decodes_as_a_failed_run() -> None:
     assert decoded.problems == ("p",)
 
 
-def test_every_error_code_is_registered_once() -> None:
-    classes = list(errors.ERRORS.values())
-    assert len({cls.code for cls in classes}) == len(classes)
-    assert {cls for cls in classes if cls.retryable} == {ClusterUnavailableError, StackBusyError}
+def test_every_error_code_has_its_exit_code_and_only_retryable_ones_ask_for_a_retry() -> None:
+    assert set(errors.EXIT_CODES) == set(errors.ERRORS)
+    retry = {errors.EXIT_UNAVAILABLE, errors.EXIT_BUSY}
+    for code, cls in errors.ERRORS.items():
+        assert (errors.EXIT_CODES[code] in retry) == cls.retryable, code
+    assert errors.EXIT_CODES[ConfigError.code] == errors.EXIT_INVALID
 
 
 def _command_error(cls: type[auto.errors.CommandError], stderr: str) -> Exception:
@@ -206,7 +209,7 @@ def test_recovery_clears_interrupted_operations_only_after_a_stale_lock(
         write_lock(tmp_path, name, pid, socket.gethostname() if host == "here" else host)
     env = automation.PulumiEnvironment(state_dir=tmp_path, pulumi_home=tmp_path, passphrase="p")
     stack = _RecordingStack(pending=[{"type": "creating"}])
-    automation.recover(stack, env)  # type: ignore[arg-type]
+    recover(stack, env)  # type: ignore[arg-type]
     assert stack.calls == expected_calls
     cleared = expected_calls != []
     assert stack.deployment["pending_operations"] == ([] if cleared else [{"type": "creating"}])

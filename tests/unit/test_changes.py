@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import changes, workloads, yamldiff
-from infercrane_pulumi.changes import ObjectDiff, Rename, Summary
+from infercrane_pulumi import workloads
 from infercrane_pulumi.intents import parse_stack_config
 from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.review import changes, yamldiff
+from infercrane_pulumi.review.changes import ObjectChange, Rename, Summary
 from tests.unit import samples
 
 
@@ -50,31 +51,37 @@ def changed(obj: Manifest, path: str, value: Any) -> Manifest:
 def test_only_immutable_fields_make_a_replacement(
     obj: Manifest, path: str, value: Any, expected: str
 ) -> None:
-    assert changes.object_change(obj, changed(obj, path, value)) == expected
+    assert changes.object_change(obj, changed(obj, path, value)).change == expected
 
 
 def test_absent_sides_make_create_delete_or_nothing() -> None:
     assert [
-        changes.object_change(None, SERVICE),
-        changes.object_change(SERVICE, None),
-        changes.object_change(None, None),
-        changes.object_change(SERVICE, copy.deepcopy(SERVICE)),
-    ] == ["create", "delete", "same", "same"]
+        changes.object_change(None, SERVICE).change,
+        changes.object_change(SERVICE, None).change,
+        changes.object_change(SERVICE, copy.deepcopy(SERVICE)).change,
+    ] == ["create", "delete", "same"]
 
 
-def test_a_key_takes_its_objects_change_and_a_mix_of_loss_and_gain_is_a_replacement() -> None:
-    def key(*object_changes: changes.Change) -> changes.Change:
-        return changes.key_change(ObjectDiff("K", "n", c, "") for c in object_changes)
+# The key rule, case by case (the README's table): the engine's results and the offline diff
+# both apply it (tests/unit/test_results.py checks that they agree on every case).
+KEY_RULE: list[tuple[tuple[changes.Change, ...], changes.Change]] = [
+    ((), "same"),
+    (("same", "same"), "same"),
+    (("create", "create"), "create"),
+    (("delete", "delete"), "delete"),
+    (("update", "same"), "update"),
+    (("same", "create"), "update"),  # an object deleted out of band, created again
+    (("same", "delete"), "update"),
+    (("update", "create"), "update"),
+    (("update", "replace"), "replace"),
+    (("delete", "create"), "replace"),  # a workload-API switch
+    (("delete", "delete", "create"), "replace"),
+]
 
-    assert [
-        key("same", "same"),
-        key("update", "same"),
-        key("create", "create"),
-        key("delete", "delete"),
-        key("update", "replace"),
-        key("delete", "create"),
-        key("update", "create"),
-    ] == ["same", "update", "create", "delete", "replace", "replace", "update"]
+
+@pytest.mark.parametrize(("objects_changes", "expected"), KEY_RULE)
+def test_the_key_rule(objects_changes: tuple[changes.Change, ...], expected: str) -> None:
+    assert changes.key_change(objects_changes) == expected
 
 
 def test_switching_the_workload_api_replaces_every_key() -> None:
@@ -142,8 +149,8 @@ def test_each_key_is_paired_once() -> None:
     assert changes.find_renames(created, deleted) == [Rename(old_key="b", new_key="a")]
 
 
-def test_an_object_diff_names_the_object_from_whichever_side_has_it() -> None:
-    assert changes.object_diff(SERVICE, None) == ObjectDiff(
+def test_an_object_change_names_the_object_from_whichever_side_has_it() -> None:
+    assert changes.object_change(SERVICE, None) == ObjectChange(
         kind="Service",
         name=SERVICE["metadata"]["name"],
         change="delete",

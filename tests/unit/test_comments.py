@@ -8,8 +8,8 @@ from typing import Any
 
 import jsonschema
 
-from infercrane_pulumi import comments
-from infercrane_pulumi.changes import Drift, KeyChange, ObjectDiff, Rename, StackChanges
+from infercrane_pulumi.review import comments
+from infercrane_pulumi.review.changes import Drift, KeyChange, ObjectChange, Rename, StackChanges
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "infercrane_pulumi" / "schemas" / "diff.schema.json").read_text())
@@ -21,7 +21,8 @@ DIFF = "-a: 1\n+a: 2\n"
 def key(name: str, change: Any, diff: str = DIFF) -> KeyChange:
     kinds = ("Deployment", "Service")
     objects = tuple(
-        ObjectDiff(kind, f"obj-{name}", change, "" if change == "same" else diff) for kind in kinds
+        ObjectChange(kind, f"obj-{name}", change, diff="" if change == "same" else diff)
+        for kind in kinds
     )
     return KeyChange(name, change, objects)
 
@@ -102,7 +103,11 @@ def test_what_comes_from_the_change_renders_as_text_and_cannot_close_the_fence()
                 "diff",
                 "p",
                 "s",
-                (KeyChange(hostile, "create", (ObjectDiff("Service", hostile, "create", diff),)),),
+                (
+                    KeyChange(
+                        hostile, "create", (ObjectChange("Service", hostile, "create", diff=diff),)
+                    ),
+                ),
             )
         ]
     )

@@ -21,18 +21,19 @@ DEV = "infercrane_dev"
 RANKS = {
     "errors": 0,
     "validators": 0,
-    "kinds": 1,
-    "yamldiff": 1,
-    "gitrepo": 1,
-    "intents": 2,
+    "intents": 1,
     "refusals": 1,
-    "naming": 3,
-    "manifests": 4,
-    "readiness": 4,
-    "workloads": 5,
-    "changes": 4,
-    "comments": 5,
-    "offline_diff": 6,
+    "kinds": 1,
+    "naming": 2,
+    "manifests": 3,
+    "readiness": 3,
+    "workloads": 4,
+    "review": 5,
+    "review.yamldiff": 5,
+    "review.gitrepo": 5,
+    "review.changes": 6,
+    "review.comments": 7,
+    "review.offline_diff": 8,
     "cluster": 6,
     "cluster.client": 6,
     "cluster.preflight": 7,
@@ -46,8 +47,10 @@ RANKS = {
     "automation.project": 11,
     "automation.results": 11,
     "automation.recovery": 12,
-    "automation.stacks": 13,
+    "automation.stacks": 12,
+    "automation.run": 13,
     "automation.namespaces": 14,
+    "automation.stackfiles": 14,
     "automation": 15,
     "views": 16,
     "cli": 20,
@@ -64,9 +67,14 @@ DOORS = {
         "automation.project",
         "automation.recovery",
         "automation.results",
+        "automation.run",
+        "automation.stackfiles",
         "automation.stacks",
     },
 }
+# The one run path: the only module that starts an engine operation on a stack.
+RUN_PATH = "automation.run"
+ENGINE_OPERATIONS = {"up", "preview", "destroy", "refresh"}
 PULUMI_USERS = {"components", "program"} | DOORS["pulumi.automation"]
 
 
@@ -129,6 +137,38 @@ def test_only_the_pulumi_layer_imports_pulumi() -> None:
         if any(name.split(".")[0] in {"pulumi", "pulumi_kubernetes"} for name in imports(path))
     }
     assert users and users <= PULUMI_USERS
+
+
+def engine_calls(path: Path) -> list[str]:
+    """Calls in a module that could start an engine operation on a stack: ``x.up(...)`` and
+    friends on anything but ``self``, and ``getattr`` of a computed name (the run path's own
+    dispatch)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if (
+            isinstance(func, ast.Name)
+            and func.id == "getattr"
+            and not isinstance(node.args[1], ast.Constant)
+        ):
+            found.append(f"line {node.lineno}: getattr")
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr in ENGINE_OPERATIONS
+            and not (isinstance(func.value, ast.Name) and func.value.id == "self")
+        ):
+            found.append(f"line {node.lineno}: .{func.attr}(...)")
+    return found
+
+
+def test_one_run_path_starts_every_engine_operation() -> None:
+    """The README's architecture: every driver runs through ``automation.run``; the suite's
+    conftest enforces the same at run time for every test and dev helper."""
+    callers = {m: engine_calls(p) for m, p in product_modules().items() if m != RUN_PATH}
+    assert {m: calls for m, calls in callers.items() if calls} == {}
+    assert engine_calls(product_modules()[RUN_PATH])  # the dispatch is still there
 
 
 def test_the_product_never_imports_dev_tooling_tests_or_benchmarks() -> None:

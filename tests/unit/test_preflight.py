@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
@@ -11,8 +10,10 @@ import pytest
 from infercrane_pulumi import workloads
 from infercrane_pulumi.cluster import preflight
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.errors import OwnershipError, RejectedError
+from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
+from infercrane_pulumi.intents import parse_stack_config
 from infercrane_pulumi.kinds import DEPLOYMENT
+from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, config, live_copy
 
 
@@ -152,13 +153,50 @@ def test_kserve_mode_without_the_crd_fails_before_any_object_request() -> None:
     assert transport.requests == [("GET", "/apis/serving.kserve.io/v1beta1", {})]
 
 
-def test_for_a_destroy_ownership_is_checked_without_dry_runs() -> None:
-    desired = workloads.stack_objects(config())
-    ours = [live_copy(obj, [("infercrane-provider-v1", "Apply")]) for obj in desired]
-    transport = FakeTransport(live=ours)
-    preflight.check_before_apply(Cluster(transport), config(), dry_run=False)
-    assert [method for method, _, _ in transport.requests] == ["GET", "GET"]
-    foreign = copy.deepcopy(ours)
-    foreign[0]["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "helm"
-    with pytest.raises(OwnershipError):
-        preflight.check_before_apply(Cluster(FakeTransport(live=foreign)), config(), dry_run=False)
+def conflict_with(manager: str, field: str) -> Response:
+    cause = {"reason": "FieldManagerConflict", "message": f'conflict with "{manager}"'}
+    return Response(409, {"kind": "Status", "details": {"causes": [cause | {"field": field}]}})
+
+
+def test_every_failed_dry_run_is_named_in_one_refusal_classified_by_the_worst() -> None:
+    two = parse_stack_config(
+        samples.kubernetes(), [samples.replica(externalKey=k) for k in ("a", "b")]
+    )
+    objects = workloads.stack_objects(two)
+    deployment_a, service_a, deployment_b, service_b = objects
+    answers = [
+        conflict_with("kubectl-edit", ".spec.replicas"),
+        Response(503, {}),
+        conflict_with("helm", ".spec.template"),
+        Response(422, {"kind": "Status", "message": "spec.ports: Invalid value"}),
+    ]
+    refusal = preflight.dry_run_refusal(objects, answers)
+    assert isinstance(refusal, OwnershipError)
+    subject = f"{NS}/{{}}".format
+    a, b = subject(deployment_a["metadata"]["name"]), subject(deployment_b["metadata"]["name"])
+    assert refusal.problems == (
+        f"Deployment/{a}: field .spec.replicas is owned by another manager (conflict with "
+        '"kubectl-edit"); InferCrane never forces, the value stays theirs',
+        f"Deployment/{b}: field .spec.template is owned by another manager (conflict with "
+        '"helm"); InferCrane never forces, the value stays theirs',
+        f"Service/{b}: dry-run apply: spec.ports: Invalid value",
+        f"Service/{a}: dry-run apply: API server answered 503, try again",
+    )
+    rejected = preflight.dry_run_refusal([service_a, service_b], [answers[1], answers[3]])
+    assert type(rejected) is RejectedError and len(rejected.problems) == 2
+    unavailable = preflight.dry_run_refusal([service_a], [answers[1]])
+    assert type(unavailable) is ClusterUnavailableError and unavailable.retryable
+    assert preflight.dry_run_refusal([service_a], [Response(200, {})]) is None
+
+
+def test_the_program_skips_its_preflight_only_for_the_configuration_a_driver_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    transport = FakeTransport()
+    monkeypatch.setattr(preflight, "connect", lambda settings: Cluster(transport))
+    checked = {preflight.PREFLIGHTED_ENV: preflight.digest(config())}
+    preflight.preflight(config(), checked)
+    assert transport.requests == []
+    preflight.preflight(config(runtimeClassName="nvidia"), checked)  # another configuration
+    preflight.preflight(config(), {})  # a hand-run `pulumi up`
+    assert [method for method, _, _ in transport.requests] == ["GET", "GET", "PATCH", "PATCH"] * 2

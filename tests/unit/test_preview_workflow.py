@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from infercrane_pulumi import comments
+from infercrane_pulumi.review import comments
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW_FILE = ROOT / ".github" / "workflows" / "preview.yml"

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, workloads
-from infercrane_pulumi.automation.results import ObjectChange, ReplicaChange, stack_result
-from infercrane_pulumi.changes import Drift, Summary
+from infercrane_pulumi.automation.results import stack_result
 from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.review import changes, yamldiff
+from infercrane_pulumi.review.changes import Drift, Summary
 from tests.unit import samples
 
 STACK = "urn:pulumi:s::infercrane::"
@@ -88,48 +92,63 @@ def test_each_key_gets_its_change_objects_uids_and_changed_fields() -> None:
     result = stack_result("up", "s", CONFIG, events)
     name = naming.object_name
     ns = "infercrane-system"
-    assert result.replicas == (
-        ReplicaChange(
-            "kept",
-            "update",
-            f"kubernetes:deployment:{ns}/{name('kept')}",
-            f"http://{name('kept')}.{ns}.svc:8000",
-            (
-                ObjectChange("Deployment", name("kept"), "d1", "same", ()),
-                ObjectChange("Service", name("kept"), "s1b", "create", ()),
-            ),
-        ),
-        ReplicaChange(
-            "changed",
-            "update",
-            f"kubernetes:deployment:{ns}/{name('changed')}",
-            f"http://{name('changed')}.{ns}.svc:8000",
-            (
-                ObjectChange("Deployment", name("changed"), "d2", "update", ("spec",)),
-                ObjectChange("Service", name("changed"), "s2", "same", ()),
-            ),
-        ),
-        ReplicaChange(
-            "added",
-            "create",
-            f"kubernetes:deployment:{ns}/{name('added')}",
-            f"http://{name('added')}.{ns}.svc:8000",
-            (
-                ObjectChange("Deployment", name("added"), "d3", "create", ()),
-                ObjectChange("Service", name("added"), "s3", "create", ()),
-            ),
-        ),
-        ReplicaChange(
-            "gone",
-            "delete",
-            None,
-            None,
-            (
-                ObjectChange("Deployment", name("gone"), "d4", "delete", ()),
-                ObjectChange("Service", name("gone"), "s4", "delete", ()),
-            ),
-        ),
+
+    def row(key: str) -> tuple[Any, ...]:
+        replica = result.replica(key)
+        assert replica is not None
+        objects = [(o.kind, o.name, o.uid, o.change, o.fields) for o in replica.objects]
+        return (replica.change, replica.resource_id, replica.endpoint, objects)
+
+    def route(key: str) -> tuple[str, str]:
+        return (f"kubernetes:deployment:{ns}/{name(key)}", f"http://{name(key)}.{ns}.svc:8000")
+
+    assert [r.external_key for r in result.replicas] == ["kept", "changed", "added", "gone"]
+    assert row("kept") == (
+        "update",
+        *route("kept"),
+        [
+            ("Deployment", name("kept"), "d1", "same", ()),
+            ("Service", name("kept"), "s1b", "create", ()),
+        ],
     )
+    assert row("changed") == (
+        "update",
+        *route("changed"),
+        [
+            ("Deployment", name("changed"), "d2", "update", ("spec",)),
+            ("Service", name("changed"), "s2", "same", ()),
+        ],
+    )
+    assert row("added") == (
+        "create",
+        *route("added"),
+        [
+            ("Deployment", name("added"), "d3", "create", ()),
+            ("Service", name("added"), "s3", "create", ()),
+        ],
+    )
+    assert row("gone") == (
+        "delete",
+        None,
+        None,
+        [
+            ("Deployment", name("gone"), "d4", "delete", ()),
+            ("Service", name("gone"), "s4", "delete", ()),
+        ],
+    )
+    # Each object's diff is the model's diff of the inputs the engine compared.
+    diffs = {(r.external_key, o.kind): o.diff for r in result.replicas for o in r.objects}
+    inputs = {(k, kind): state(k, kind, None)["inputs"] for k, kind in diffs}
+    assert diffs == {
+        ("kept", "Deployment"): "",
+        ("kept", "Service"): yamldiff.diff_objects(None, inputs["kept", "Service"]),
+        ("changed", "Deployment"): "",  # same inputs here: the live object had drifted
+        ("changed", "Service"): "",
+        ("added", "Deployment"): yamldiff.diff_objects(None, inputs["added", "Deployment"]),
+        ("added", "Service"): yamldiff.diff_objects(None, inputs["added", "Service"]),
+        ("gone", "Deployment"): yamldiff.diff_objects(inputs["gone", "Deployment"], None),
+        ("gone", "Service"): yamldiff.diff_objects(inputs["gone", "Service"], None),
+    }
     assert result.summary == Summary(add=1, change=2, destroy=1, same=0)
     assert result.drift == (Drift("kept", "Service", name("kept"), fields=(), gone=True),)
 
@@ -143,8 +162,12 @@ def test_a_replacement_is_one_replace_whatever_order_its_steps_come_in() -> None
     ]
     [kept, changed, added] = stack_result("up", "s", CONFIG, events).replicas
     assert kept.change == "replace"
-    assert kept.objects[0] == ObjectChange(
-        "Service", naming.object_name("kept"), "s9", "replace", ()
+    service = kept.objects[0]
+    assert (service.kind, service.name, service.uid, service.change) == (
+        "Service",
+        naming.object_name("kept"),
+        "s9",
+        "replace",
     )
     assert (changed.change, added.change) == ("same", "same")
 
@@ -167,3 +190,98 @@ def test_components_providers_and_foreign_resources_are_not_objects_of_a_key() -
     result = stack_result("preview", "s", CONFIG, [provider])
     assert [r.objects for r in result.replicas] == [(), (), ()]
     assert result.summary == Summary(add=0, change=0, destroy=0, same=3)
+
+
+def steps(op: str, old: Manifest | None, new: Manifest | None) -> list[auto.EngineEvent]:
+    """A step on one object as the engine reports it, from the object's two versions."""
+    either = new or old
+    assert either is not None
+    token = KINDS[either["kind"]].pulumi_type
+    metadata: dict[str, Any] = {
+        "op": op,
+        "urn": f"{STACK}infercrane:kubernetes:Replica${token}::{either['metadata']['name']}",
+        "type": token,
+        "provider": "",
+        "old": None if old is None else {"inputs": old, "outputs": {}},
+        "new": None if new is None else {"inputs": new, "outputs": {}},
+        "diffs": [],
+    }
+    return [
+        auto.EngineEvent.from_json({"sequence": 1, "timestamp": 0, kind: {"metadata": metadata}})
+        for kind in ("resourcePreEvent", "resOutputsEvent")
+    ]
+
+
+def rendered(**replica: Any) -> list[Manifest]:
+    settings = samples.kubernetes(**replica.pop("settings", {}))
+    return workloads.stack_objects(
+        parse_stack_config(settings, [samples.replica(externalKey="k", **replica)])
+    )
+
+
+DEPLOYMENT, SERVICE = rendered()
+[INFERENCE_SERVICE] = rendered(settings={"workloadApi": "kserve"})
+CHANGED, _ = rendered(runtimeArgs=["--max-model-len", "4096"])
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "engine_steps", "expected"),
+    [
+        (
+            [],
+            [DEPLOYMENT, SERVICE],
+            [("create", None, DEPLOYMENT), ("create", None, SERVICE)],
+            "create",
+        ),
+        (
+            [DEPLOYMENT, SERVICE],
+            [],
+            [("delete", DEPLOYMENT, None), ("delete", SERVICE, None)],
+            "delete",
+        ),
+        (
+            [DEPLOYMENT, SERVICE],
+            [DEPLOYMENT, SERVICE],
+            [("same", DEPLOYMENT, DEPLOYMENT), ("same", SERVICE, SERVICE)],
+            "same",
+        ),
+        (
+            [DEPLOYMENT, SERVICE],
+            [CHANGED, SERVICE],
+            [("update", DEPLOYMENT, CHANGED), ("same", SERVICE, SERVICE)],
+            "update",
+        ),
+        (
+            [DEPLOYMENT],
+            [DEPLOYMENT, SERVICE],
+            [("same", DEPLOYMENT, DEPLOYMENT), ("create", None, SERVICE)],
+            "update",
+        ),
+        (
+            [DEPLOYMENT, SERVICE],
+            [INFERENCE_SERVICE],
+            [
+                ("create", None, INFERENCE_SERVICE),
+                ("delete", DEPLOYMENT, None),
+                ("delete", SERVICE, None),
+            ],
+            "replace",
+        ),
+    ],
+    ids=["new key", "gone key", "unchanged", "in place", "object recreated", "workload-API switch"],
+)
+def test_the_engine_result_and_the_offline_diff_name_the_same_change(
+    base: list[Manifest],
+    head: list[Manifest],
+    engine_steps: list[tuple[str, Manifest | None, Manifest | None]],
+    expected: str,
+) -> None:
+    events = [event for op, old, new in engine_steps for event in steps(op, old, new)]
+    config = parse_stack_config(samples.kubernetes(), [samples.replica(externalKey="k")])
+    [engine] = stack_result("up", "s", config, events).replicas
+    [offline] = changes.stack_changes(
+        operation="diff", project="p", stack="s", old=base, new=head
+    ).replicas
+    assert engine.change == offline.change == expected
+    by_name = sorted((o.kind, o.change, o.diff) for o in engine.objects)
+    assert by_name == sorted((o.kind, o.change, o.diff) for o in offline.objects)

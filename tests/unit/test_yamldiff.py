@@ -8,7 +8,7 @@ from typing import Any
 from infercrane_pulumi import workloads
 from infercrane_pulumi.intents import parse_stack_config
 from infercrane_pulumi.manifests import Manifest, to_yaml
-from infercrane_pulumi.yamldiff import SECRET_SIG, SIG_KEY, diff_objects
+from infercrane_pulumi.review.yamldiff import SECRET_SIG, SIG_KEY, diff_objects
 from tests.unit import samples
 
 CONFIG = parse_stack_config(samples.kubernetes(), [samples.replica()])

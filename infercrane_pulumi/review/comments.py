@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infercrane_pulumi.changes import Drift, KeyChange, StackChanges
+from infercrane_pulumi.review.changes import Drift, KeyChange, StackChanges
 
 COMMENT_LIMIT = 64_000
 # A workflow may skip posting a new comment when it finds this line (nothing changes anywhere).

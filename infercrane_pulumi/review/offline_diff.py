@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -28,15 +27,15 @@ from typing import Any
 
 import yaml
 
-from infercrane_pulumi import changes, comments, workloads
+from infercrane_pulumi import workloads
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.gitrepo import Repository, open_repository
-from infercrane_pulumi.intents import parse_stack_text
+from infercrane_pulumi.intents import STACK_FILE, parse_stack_text
 from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.review import changes, comments
+from infercrane_pulumi.review.gitrepo import Repository, open_repository
 
 PACKAGE = __name__.split(".")[0]
 PROJECT_FILE = "Pulumi.yaml"
-STACK_FILE = re.compile(r"Pulumi\.(?P<stack>[^/]+)\.yaml")
 TITLE = "### InferCrane offline diff"
 RENDER_TIMEOUT_SECONDS = 300
 

@@ -21,13 +21,14 @@ from typing import Any
 
 import yaml
 
+from infercrane_pulumi.manifests import YAML_DUMPER
+
 SECRET = "[secret]"
 # How Pulumi marks a secret in serialized property values: {SIG_KEY: SECRET_SIG, "value": ...}.
 SIG_KEY = "4dabf18193072939515e22adb298388d"
 SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 INDENT = "  "
 
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml, when built with it: ~10x
 _ABSENT = object()  # a key or list item one side does not have
 
 
@@ -63,7 +64,7 @@ def diff_clean(before: dict[str, Any] | None, after: dict[str, Any] | None) -> s
 def _yaml(value: Any, pad: str = "") -> list[str]:
     text = yaml.dump(
         value,
-        Dumper=_DUMPER,
+        Dumper=YAML_DUMPER,
         sort_keys=True,
         default_flow_style=False,
         allow_unicode=True,

@@ -1,16 +1,24 @@
-"""What a change does to one stack, per external key: the neutral model every review output uses.
+"""What a change does to one stack, per external key: the one change model of the project.
 
-Two producers fill it: the offline diff (objects rendered at a base ref and at head, no cluster)
-and a preview (old/new inputs from the engine's events). Both end in one ``StackChanges``, so
-the PR comment and the JSON look the same whichever produced them. Pure: objects in, values out.
+Every output that says what changes reads it: the per-key results of ``preview``/``up``/
+``destroy`` (``automation.results``, from the engine's events), the JSON command line, the
+offline diff (objects rendered at a base ref and at head, no cluster) and both pull-request
+comments. Pure: objects in, values out.
 
-Replacement rule. An object is *replaced* (deleted, then created) when a field that Kubernetes
+Object rule. An object is *replaced* (deleted, then created) when a field that Kubernetes
 refuses to change in place differs: for every kind ``apiVersion``, ``kind``, ``metadata.name``
-and ``metadata.namespace`` (a different object altogether); a Deployment's ``spec.selector``
-(immutable in ``apps/v1``); a Service's ``spec.clusterIP`` and ``spec.clusterIPs`` (immutable
-once allocated). Any other difference is an in-place *update*. A key is ``replace`` when one of
-its objects is, or when it both loses and gains objects (a workload API switch); else it takes
-the one change its changed objects share.
+and ``metadata.namespace`` (a different object altogether), plus each kind's own immutable
+fields (``kinds.Kind.immutable``: a Deployment's ``spec.selector``, a Service's
+``spec.clusterIP``/``spec.clusterIPs``). Any other difference is an in-place *update*.
+
+Key rule (``key_change``), over the changes of the key's objects:
+- ``same``: every object is unchanged (or the key has none);
+- ``create``: every object is created (the key is new);
+- ``delete``: every object is deleted (the key is gone);
+- ``replace``: an object is replaced, or the key both loses and gains objects (a workload-API
+  switch swaps the object that serves);
+- ``update``: anything else, e.g. one object changed in place, or one object of an existing
+  key created again after it was deleted out of band while the others stay.
 """
 
 from __future__ import annotations
@@ -20,33 +28,42 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from infercrane_pulumi import naming, yamldiff
+from infercrane_pulumi import naming
+from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.review import yamldiff
 
 Change = Literal["create", "update", "replace", "delete", "same"]
 Manifest = Mapping[str, Any]
 
-IMMUTABLE_FIELDS: Mapping[str, tuple[tuple[str, ...], ...]] = {
-    "": (("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")),
-    "Deployment": (("spec", "selector"),),
-    "Service": (("spec", "clusterIP"), ("spec", "clusterIPs")),
-}
+# Differ, and it is another object altogether, whatever its kind.
+IDENTITY_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("apiVersion",),
+    ("kind",),
+    ("metadata", "name"),
+    ("metadata", "namespace"),
+)
 # Most consequential first: that is the order reviewers read, and the order a size cut keeps.
 SEVERITY: Mapping[Change, int] = {"delete": 0, "replace": 1, "update": 2, "create": 3, "same": 4}
 
 
 @dataclass(frozen=True)
-class ObjectDiff:
+class ObjectChange:
     kind: str
     name: str
     change: Change
-    diff: str  # unified YAML of the changed fields only (``yamldiff``)
+    fields: tuple[str, ...] = ()  # top-level fields that differ
+    diff: str = ""  # unified YAML of the changed fields only (``yamldiff``)
+    uid: str | None = None  # the live object's, when a run touched the cluster
 
 
 @dataclass(frozen=True)
 class KeyChange:
     external_key: str
     change: Change
-    objects: tuple[ObjectDiff, ...]
+    objects: tuple[ObjectChange, ...]
+    # What the control plane routes on; a run fills them for the keys it keeps.
+    resource_id: str | None = None
+    endpoint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +120,7 @@ class Summary:
 
 @dataclass(frozen=True)
 class StackChanges:
-    operation: str  # what produced it: diff | preview
+    operation: str  # what produced it: diff | preview | up | destroy
     project: str
     stack: str
     replicas: tuple[KeyChange, ...]
@@ -120,15 +137,24 @@ class StackChanges:
         return [r.external_key for r in self.replicas if r.change == "delete"]
 
 
+def key_change(changes: Iterable[Change]) -> Change:
+    """The one key rule (module docstring) over the changes of a key's objects."""
+    found = set(changes)
+    if found <= {"same"}:
+        return "same"
+    if found in ({"create"}, {"delete"}):
+        return next(iter(found))
+    return "replace" if "replace" in found or {"create", "delete"} <= found else "update"
+
+
+def most_consequential_first(replicas: Iterable[KeyChange]) -> tuple[KeyChange, ...]:
+    return tuple(sorted(replicas, key=lambda r: (SEVERITY[r.change], r.external_key)))
+
+
 def _at(document: Any, path: Sequence[str]) -> Any:
     for part in path:
         document = document.get(part) if isinstance(document, Mapping) else None
     return document
-
-
-def object_change(old: Manifest | None, new: Manifest | None) -> Change:
-    """The change of one object between two versions of it (``None``: absent on that side)."""
-    return _change(*_cleaned(old, new))
 
 
 def _cleaned(*objects: Manifest | None) -> list[dict[str, Any] | None]:
@@ -142,31 +168,35 @@ def _change(before: dict[str, Any] | None, after: dict[str, Any] | None) -> Chan
         return "delete"
     if before == after:
         return "same"
-    immutable = IMMUTABLE_FIELDS[""] + IMMUTABLE_FIELDS.get(str(after.get("kind")), ())
+    kind = KINDS.get(str(after.get("kind")))
+    immutable = IDENTITY_FIELDS + (kind.immutable if kind else ())
     if any(_at(before, path) != _at(after, path) for path in immutable):
         return "replace"
     return "update"
 
 
-def object_diff(old: Manifest | None, new: Manifest | None) -> ObjectDiff:
+def _fields(before: dict[str, Any] | None, after: dict[str, Any] | None) -> tuple[str, ...]:
+    if before is None or after is None:
+        return ()
+    return tuple(sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)))
+
+
+def object_change(
+    old: Manifest | None, new: Manifest | None, *, change: Change | None = None
+) -> ObjectChange:
+    """One object between two versions of it (``None``: absent on that side). ``change``: the
+    engine's own decision, when an engine made one; else the object rule decides."""
     before, after = _cleaned(old, new)
     either = after if after is not None else before
-    assert either is not None, "an object absent on both sides has no diff"
-    return ObjectDiff(
+    assert either is not None, "an object absent on both sides has no change"
+    decided = change or _change(before, after)
+    return ObjectChange(
         kind=str(either.get("kind")),
         name=str((either.get("metadata") or {}).get("name")),
-        change=_change(before, after),
-        diff=yamldiff.diff_clean(before, after),
+        change=decided,
+        fields=_fields(before, after),
+        diff="" if decided == "same" else yamldiff.diff_clean(before, after),
     )
-
-
-def key_change(objects: Iterable[ObjectDiff]) -> Change:
-    changes = {obj.change for obj in objects} - {"same"}
-    if not changes:
-        return "same"
-    if len(changes) == 1:
-        return next(iter(changes))
-    return "replace" if "replace" in changes or {"create", "delete"} <= changes else "update"
 
 
 def external_key(obj: Manifest) -> str:
@@ -190,11 +220,11 @@ def compare(
         olds = {(o["kind"], o["metadata"]["name"]): o for o in before.get(key, [])}
         news = {(o["kind"], o["metadata"]["name"]): o for o in after.get(key, [])}
         objects = tuple(
-            object_diff(olds.get(ident), news.get(ident))
+            object_change(olds.get(ident), news.get(ident))
             for ident in sorted(olds.keys() | news.keys())
         )
-        replicas.append(KeyChange(key, key_change(objects), objects))
-    return sorted(replicas, key=lambda r: (SEVERITY[r.change], r.external_key))
+        replicas.append(KeyChange(key, key_change(o.change for o in objects), objects))
+    return list(most_consequential_first(replicas))
 
 
 def _shape(key: str, objects: Sequence[Manifest]) -> str:

@@ -1,0 +1,218 @@
+"""How a run runs: the one function every driver calls to preview, apply or destroy a stack.
+
+The CLI, ``NamespaceStack``, ``ensure_many``, ``make demo``, ``make preview``, the conformance
+suite and the benchmarks all come here (``tests/unit/test_layers.py`` holds every other module
+to it); only a person running ``pulumi up`` on the repository's project goes around it.
+
+Before the engine starts, the driver reads the namespace once: one metadata snapshot per owned
+kind (``preflight.snapshot``) feeds both decisions. Drift (an applied object gone, or carrying
+another intent) asks the engine to refresh; without it no refresh runs, unless the caller asks
+for one. Ownership (every object about to be applied or deleted is exactly ours) and the strict
+server-side dry-run of every applied object come next, and the program is told, by the digest
+of exactly this configuration, that its own preflight has run. A destroy checks the ownership
+of what it deletes and runs the engine without the program.
+
+The engine then runs with a private directory (the refusal channel, and the run's TMPDIR,
+because pulumi-kubernetes writes the whole kubeconfig to a temporary file on every configure
+and never removes it). What a dead run left is recovered first; a busy stack raises
+``StackBusyError`` at once or after ``wait_seconds``; a failure becomes the program's own
+refusal, else ``RunFailedError`` with the engine's error diagnostics (from its event stream,
+never its text), or ``ClusterUnavailableError`` when the API server cannot be reached.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pulumi import automation as auto
+
+from infercrane_pulumi import refusals, workloads
+from infercrane_pulumi.automation import results, stacks
+from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.automation.recovery import recover
+from infercrane_pulumi.cluster import client, drift, preflight
+from infercrane_pulumi.errors import ClusterUnavailableError, RunFailedError, StackBusyError
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
+
+Operation = Literal["preview", "up", "destroy"]
+OPERATIONS: tuple[Operation, ...] = ("preview", "up", "destroy")
+Printer = Callable[[str], Any]
+EventHandler = Callable[[auto.EngineEvent], Any]
+MAX_PROBLEMS = 10
+
+# What the engine is asked for per operation (refresh is decided per run). A destroy runs
+# without the program: its ownership check ran in the driver, and nothing is applied.
+_ENGINE_OPTIONS: Mapping[Operation, Mapping[str, Any]] = {
+    "preview": {"diff": True},
+    "up": {},
+    "destroy": {"run_program": False},
+}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The one set of options every driver passes."""
+
+    on_output: Printer | None = None  # the engine's own lines, for a terminal
+    on_event: EventHandler | None = None  # every engine event, as it happens
+    wait_seconds: float = 0.0  # how long a busy stack may be waited for
+    refresh: bool = False  # refresh first whatever the drift probe says
+
+
+DEFAULT_OPTIONS = RunOptions()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the engine is asked to do, decided before it starts."""
+
+    engine: Mapping[str, Any]  # the Automation API's options for the operation
+    variables: Mapping[str, str]  # extra environment for the program
+
+
+def run(
+    stack: auto.Stack,
+    env: PulumiEnvironment,
+    operation: Operation,
+    config: StackConfig,
+    *,
+    applied: Sequence[ReplicaIntent] | None = None,
+    options: RunOptions = DEFAULT_OPTIONS,
+) -> results.StackResult:
+    """Run ``operation`` on ``stack``, whose configuration is ``config``; per-key results.
+    ``applied``: the stack's applied intents, when the caller has just read them."""
+    events: list[auto.EngineEvent] = []
+
+    def record(event: auto.EngineEvent) -> None:
+        events.append(event)
+        if options.on_event is not None:
+            options.on_event(event)
+
+    cluster = client.connect(local_settings(config.kubernetes, env))
+    with stacks.serialized(env, stack.name):
+        try:
+            replicas = stacks.applied_intents(stack) if applied is None else applied
+            last = config.model_copy(update={"replicas": tuple(replicas)})
+            plan = plan_run(cluster, operation, config, last, refresh=options.refresh)
+            _engine(stack, env, operation, plan, options, on_event=record)
+        except RunFailedError as failed:
+            try:
+                cluster.version()
+            except ClusterUnavailableError as unreachable:
+                raise ClusterUnavailableError([*unreachable.problems, *failed.problems]) from failed
+            raise
+    return results.stack_result(operation, stack.name, config, events)
+
+
+def local_settings(settings: KubernetesSettings, env: PulumiEnvironment) -> KubernetesSettings:
+    """Settings for this process's own reads: the environment's kubeconfig as fallback."""
+    if settings.kubeconfig is not None or env.kubeconfig is None:
+        return settings
+    return settings.model_copy(update={"kubeconfig": str(env.kubeconfig)})
+
+
+def plan_run(
+    cluster: client.Cluster,
+    operation: Operation,
+    config: StackConfig,
+    last: StackConfig,
+    *,
+    refresh: bool,
+) -> Plan:
+    """The decisions before the engine starts, over one snapshot of the namespace (``last``:
+    the configuration with the intents the stack applied last)."""
+    engine = dict(_ENGINE_OPTIONS[operation])
+    if not (config.replicas or last.replicas):
+        return Plan(engine | {"refresh": refresh and operation != "destroy"}, {})
+    live = preflight.snapshot(cluster, config.kubernetes)
+    if operation == "destroy":
+        preflight.check_ownership(live, applied=(), deleted=workloads.stack_objects(last))
+        return Plan(engine | {"refresh": False}, {})
+    desired = workloads.stack_objects(config)
+    kept = {intent.external_key for intent in config.replicas}
+    removed = [i for i in last.replicas if i.external_key not in kept]
+    gone = workloads.stack_objects(last.model_copy(update={"replicas": tuple(removed)}))
+    preflight.check_ownership(live, applied=desired, deleted=gone)
+    preflight.check_dry_run(cluster, desired)
+    drifted = bool(drift.drift(last, live))
+    return Plan(
+        engine | {"refresh": refresh or drifted},
+        {preflight.PREFLIGHTED_ENV: preflight.digest(config)},
+    )
+
+
+def _engine(
+    stack: auto.Stack,
+    env: PulumiEnvironment,
+    operation: Operation,
+    plan: Plan,
+    options: RunOptions,
+    *,
+    on_event: EventHandler,
+) -> None:
+    deadline = time.monotonic() + options.wait_seconds
+    with stacks.pulumi_errors(stack.name):
+        recover(stack, env)
+    while True:
+        stacks.wait_until_free(env, stack.name, max(0.0, deadline - time.monotonic()))
+        try:
+            return _attempt(stack, operation, plan, options, on_event=on_event)
+        except StackBusyError:
+            # Another process took the lock between our look and our start.
+            if time.monotonic() >= deadline:
+                raise
+
+
+def _attempt(
+    stack: auto.Stack,
+    operation: Operation,
+    plan: Plan,
+    options: RunOptions,
+    *,
+    on_event: EventHandler,
+) -> None:
+    diagnostics: list[str] = []
+
+    def collect(event: auto.EngineEvent) -> None:
+        diagnostic = event.diagnostic_event
+        if diagnostic is not None and diagnostic.severity == "error":
+            diagnostics.extend(line.strip() for line in diagnostic.message.splitlines())
+        on_event(event)
+
+    run_dir = Path(tempfile.mkdtemp(prefix="infercrane-run-"))  # 0700
+    refusal_file = run_dir / "refusal.json"
+    workspace = stack.workspace
+    variables = workspace.env_vars
+    workspace.env_vars = {
+        **variables,
+        **plan.variables,
+        refusals.REFUSAL_FILE_ENV: str(refusal_file),
+        "TMPDIR": str(run_dir),
+    }
+    try:
+        with stacks.pulumi_errors(stack.name):
+            try:
+                getattr(stack, operation)(
+                    color="never", on_output=options.on_output, on_event=collect, **plan.engine
+                )
+            except auto.errors.CommandError as error:
+                if isinstance(error, auto.errors.ConcurrentUpdateError):
+                    raise
+                refused = refusals.take(refusal_file)
+                if refused is not None:
+                    raise refused from error
+                raise _failed(stack.name, operation, diagnostics) from error
+    finally:
+        workspace.env_vars = variables
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _failed(stack_name: str, operation: str, diagnostics: list[str]) -> RunFailedError:
+    lines = [line[:300] for line in dict.fromkeys(diagnostics) if line][:MAX_PROBLEMS]
+    return RunFailedError(lines or [f"stack {stack_name}: pulumi {operation} failed"])

@@ -1,0 +1,89 @@
+"""The run path's decisions before the engine starts, over one snapshot of the namespace."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infercrane_pulumi import workloads
+from infercrane_pulumi.automation.run import plan_run
+from infercrane_pulumi.cluster import preflight
+from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.errors import OwnershipError
+from infercrane_pulumi.intents import StackConfig, parse_stack_config
+from infercrane_pulumi.naming import object_name
+from tests.unit import samples
+from tests.unit.fake_cluster import NS, FakeTransport, live_copy
+
+OURS = [("infercrane-provider-v1", "Apply")]
+LISTS = [
+    ("GET", f"/apis/apps/v1/namespaces/{NS}/deployments", {"limit": "500"}),
+    ("GET", f"/api/v1/namespaces/{NS}/services", {"limit": "500"}),
+]
+
+
+def stack(*keys: str) -> StackConfig:
+    return parse_stack_config(samples.kubernetes(), [samples.replica(externalKey=k) for k in keys])
+
+
+def applied(config: StackConfig) -> list[dict[str, Any]]:
+    return [live_copy(obj, OURS) for obj in workloads.stack_objects(config)]
+
+
+def dry_runs(transport: FakeTransport) -> list[str]:
+    return [path for method, path, _ in transport.requests if method == "PATCH"]
+
+
+def test_an_unchanged_stack_is_read_once_dry_run_and_not_refreshed() -> None:
+    config = stack("a", "b")
+    transport = FakeTransport(live=applied(config))
+    plan = plan_run(Cluster(transport), "up", config, config, refresh=False)
+    assert transport.requests[:2] == LISTS
+    assert len(dry_runs(transport)) == 4 and len(transport.requests) == 6
+    assert plan.engine == {"refresh": False}
+    assert plan.variables == {preflight.PREFLIGHTED_ENV: preflight.digest(config)}
+
+
+def test_an_object_gone_out_of_band_asks_for_a_refresh_and_a_caller_may_force_one() -> None:
+    config = stack("a")
+    live = [obj for obj in applied(config) if obj["kind"] == "Deployment"]
+    assert plan_run(Cluster(FakeTransport(live=live)), "up", config, config, refresh=False).engine
+    assert plan_run(
+        Cluster(FakeTransport(live=applied(config))), "preview", config, config, refresh=True
+    ).engine == {"diff": True, "refresh": True}
+
+
+def test_a_look_alike_in_place_of_a_removed_key_is_refused_before_any_dry_run() -> None:
+    last, desired = stack("kept", "removed"), stack("kept")
+    live = applied(last)
+    impostor = next(o for o in live if o["metadata"]["name"] == object_name("removed"))
+    impostor["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "helm"
+    transport = FakeTransport(live=live)
+    with pytest.raises(OwnershipError) as refused:
+        plan_run(Cluster(transport), "up", desired, last, refresh=False)
+    assert refused.value.problems == (
+        f"{impostor['kind']}/{NS}/{object_name('removed')}: exists but is not exactly ours "
+        "(managed-by, key-hash label and key annotation must all match); InferCrane never "
+        "adopts, changes or deletes it",
+    )
+    assert dry_runs(transport) == []
+
+
+def test_a_destroy_checks_ownership_of_what_it_deletes_and_runs_no_program() -> None:
+    config = stack("a")
+    transport = FakeTransport(live=applied(config))
+    plan = plan_run(Cluster(transport), "destroy", config, config, refresh=True)
+    assert transport.requests == LISTS
+    assert plan == type(plan)(engine={"run_program": False, "refresh": False}, variables={})
+    foreign = copy.deepcopy(applied(config))
+    foreign[1]["metadata"]["annotations"]["infercrane.dev/external-key"] = "someone-else"
+    with pytest.raises(OwnershipError):
+        plan_run(Cluster(FakeTransport(live=foreign)), "destroy", config, config, refresh=False)
+
+
+def test_an_empty_stack_never_reads_the_cluster() -> None:
+    transport = FakeTransport()
+    plan = plan_run(Cluster(transport), "up", stack(), stack(), refresh=False)
+    assert (transport.requests, plan.engine, plan.variables) == ([], {"refresh": False}, {})
