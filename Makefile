@@ -37,7 +37,7 @@ conformance: venv tools
 
 ## unit: the fast tests only (no binaries, no cluster)
 unit: venv
-	$(PY) -m pytest -rs tests/unit
+	$(PY) -m pytest -rs tests/unit infercrane_dev/tests
 
 ## bench: real engine vs the API floor for N = 1..1000 intents, many stacks, the program under
 ## mocks -> benchmarks/results/bench.{json,md,svg}. Not part of `test`. Trims repetitions to an

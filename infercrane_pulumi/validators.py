@@ -19,11 +19,11 @@ MAX_EXTERNAL_KEY_BYTES = 253
 WORKLOAD_PLACEHOLDERS = frozenset({"MODEL", "MODEL_REVISION", "PORT"})
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SECRET_KEY = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _QUALIFIED_NAME = re.compile(
-    rf"(?P<prefix>{_DNS_SUBDOMAIN.pattern})/(?P<name>{_LABEL_VALUE.pattern})"
+    rf"(?P<prefix>{DNS_SUBDOMAIN.pattern})/(?P<name>{LABEL_VALUE.pattern})"
 )
 _DIGEST_IMAGE = re.compile(
     r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._/-][a-z0-9]+)*)*"
@@ -120,11 +120,11 @@ def _argv(value: list[str]) -> list[str]:
 
 
 DnsLabel = Annotated[str, _matching(_DNS_LABEL, "a DNS label starting with a letter", 63)]
-DnsSubdomain = Annotated[str, _matching(_DNS_SUBDOMAIN, "a DNS subdomain", 253)]
+DnsSubdomain = Annotated[str, _matching(DNS_SUBDOMAIN, "a DNS subdomain", 253)]
 SecretKey = Annotated[
     str, _matching(_SECRET_KEY, "[A-Za-z0-9._-] not starting or ending with '.', '-' or '_'", 253)
 ]
-LabelValue = Annotated[str, _matching(_LABEL_VALUE, "a label value", 63)]
+LabelValue = Annotated[str, _matching(LABEL_VALUE, "a label value", 63)]
 QualifiedName = Annotated[str, AfterValidator(_qualified_name)]
 DigestImage = Annotated[str, AfterValidator(_digest_pinned)]
 Printable = Annotated[str, AfterValidator(_printable)]

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from infercrane_pulumi.validators import DNS_SUBDOMAIN, LABEL_VALUE
+
 DEFAULT_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"
 # Only Nodes carrying this label are handed to kwok, so a Node created by anyone else
@@ -34,11 +36,6 @@ NODE_PODS = "110"
 MAX_NODES_PER_POOL = 1000
 MAX_GPUS_PER_NODE = 64
 
-_LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
-_LABEL_NAME_PART = _LABEL_VALUE
-_DNS_SUBDOMAIN = re.compile(
-    r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$"
-)
 _SPEC = re.compile(r"^(?P<product>.*)=(?P<nodes>[0-9]+)x(?P<gpus>[0-9]+)$")
 SPEC_SYNTAX = "PRODUCT=NODESxGPUS, e.g. NVIDIA-L40S=2x1"
 
@@ -78,7 +75,7 @@ def label_value_problem(value: str) -> str | None:
         return "is empty"
     if len(value) > 63:
         return f"is {len(value)} characters long; a label value has at most 63"
-    if not _LABEL_VALUE.match(value):
+    if not LABEL_VALUE.fullmatch(value):
         return (
             "is not a valid Kubernetes label value (letters, digits, '-', '_', '.'; "
             "starting and ending with a letter or digit)"
@@ -91,9 +88,9 @@ def validate_label_name(name: str) -> str:
     prefix, _, short = name.rpartition("/")
     if "/" in prefix:
         raise NodePoolError(f"label name {name!r} has more than one '/'")
-    if not short or len(short) > 63 or not _LABEL_NAME_PART.match(short):
+    if not short or len(short) > 63 or not LABEL_VALUE.fullmatch(short):
         raise NodePoolError(f"label name {name!r} is not a valid Kubernetes label name")
-    if "/" in name and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if "/" in name and (not prefix or len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)):
         raise NodePoolError(f"label name {name!r} has an invalid prefix (a DNS subdomain)")
     return name
 

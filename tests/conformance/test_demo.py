@@ -35,7 +35,7 @@ def test_demo_applies_under_our_field_manager_and_leaves_nothing(backend: Backen
     # config, api, each verb + a list per owned kind, and the optional Pod reader (bound here)
     checks = 2 + sum(len(OWNED_VERBS) + 1 for _ in WORKLOAD_APIS["deployment"].kinds) + 1
     assert f"doctor as the provider identity: {checks}/{checks} checks ok" in out
-    assert "pulumi up: succeeded" in out
+    assert "up demo: 2 to add, 0 to change, 0 to destroy, 0 unchanged in " in out
     owned = [line.strip() for line in out.splitlines() if "managers:" in line]
     assert [line.split("/")[0] for line in owned] == ["Deployment", "Service"] * 2
     assert all("infercrane-provider-v1(Apply)" in line for line in owned)

@@ -22,6 +22,8 @@ from pulumi import automation as auto
 
 from infercrane_dev.localcluster.processes import descendants, is_alive
 from infercrane_pulumi import automation, kinds, naming, workloads
+from infercrane_pulumi.automation.results import step_of
+from infercrane_pulumi.cluster import preflight
 from infercrane_pulumi.errors import RejectedError
 from infercrane_pulumi.intents import load_stack_file
 from tests.conformance.backends import Tenant
@@ -54,7 +56,7 @@ def read_configmap_version(admin_client: client.ApiClient, namespace: str) -> st
 
 
 def test_strict_apply_preview_writes_nothing_up_applies_under_our_manager_only(
-    harness: Harness, admin_client: client.ApiClient
+    harness: Harness, pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     harness.configure([replica("strict-r0"), replica("strict-r1", runtimeArgs=["--tp", "1"])])
     before = harness.resource_versions()
@@ -68,7 +70,24 @@ def test_strict_apply_preview_writes_nothing_up_applies_under_our_manager_only(
     ]
     assert harness.resource_versions() == before == {}
 
-    result = harness.up()
+    # The window between the run's decision (its snapshot) and the engine's first write.
+    marks: dict[str, float] = {}
+    snapshot = preflight.snapshot
+
+    def timed_snapshot(*args: Any, **kwargs: Any) -> preflight.Snapshot:
+        found = snapshot(*args, **kwargs)
+        marks["decided"] = time.monotonic()
+        return found
+
+    def first_write(event: auto.EngineEvent) -> None:
+        step = step_of(event)
+        if step is not None and event.resource_pre_event is not None and step.op == "create":
+            marks.setdefault("written", time.monotonic())
+
+    monkeypatch.setattr(preflight, "snapshot", timed_snapshot)
+    result = harness.up(on_event=first_write)
+    window = marks["written"] - marks["decided"]
+    show(pytestconfig, f"decision (snapshot) to the engine's first write: {window:.2f}s")
     assert [r.change for r in result.replicas] == ["create", "create"]
     config = load_stack_file(harness.stack_file)
     for desired in workloads.stack_objects(config):

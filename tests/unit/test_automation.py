@@ -53,10 +53,15 @@ def test_a_refusal_crosses_the_channel_as_its_own_type_with_every_problem(
     assert not path.exists()  # consumed: a later run never sees a stale refusal
 
 
-def test_without_a_channel_the_program_writes_nothing(tmp_path: Path) -> None:
-    refusals.report(OwnershipError(["x"]), {})
-    assert list(tmp_path.iterdir()) == []
-    assert refusals.take(tmp_path / "refusal.json") is None
+def test_a_program_that_reported_nothing_or_garbage_decodes_as_no_refusal_or_a_failed_run(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "refusal.json"
+    assert refusals.take(path) is None
+    path.write_text("{not json")
+    garbled = refusals.take(path)
+    assert type(garbled) is RunFailedError and garbled.problems == ("no problem reported",)
+    assert not path.exists()
 
 
 def test_an_unknown_code_decodes_as_a_failed_run() -> None:
