@@ -169,17 +169,17 @@ func parseContract(c contract, args []string, getenv func(string) string) (Launc
 			i++
 		}
 	}
+	// argparse's order: a missing required argument first, then what is left over.
 	if c.modelFlag == "" {
 		if len(positionals) == 0 {
 			return refuse("the following arguments are required: model_tag")
 		}
 		l.Model, positionals = positionals[0], positionals[1:]
+	} else if l.Model == "" {
+		return refuse("the following arguments are required: %s", c.modelFlag)
 	}
 	if len(positionals) > 0 {
 		return refuse("unrecognized arguments: %s", strings.Join(positionals, " "))
-	}
-	if l.Model == "" {
-		return refuse("the following arguments are required: %s", c.modelFlag)
 	}
 	if portText != "" {
 		port, err := strconv.Atoi(portText)
