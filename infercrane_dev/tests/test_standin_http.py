@@ -16,7 +16,7 @@ from pathlib import Path
 
 from infercrane_dev.images.build import binaries_version
 from infercrane_dev.localcluster import free_port
-from infercrane_dev.tests.standin_process import command_link, running
+from infercrane_dev.tests.standin_process import Reply, command_link, running
 
 MODEL = "Qwen/Qwen3-8B"
 UNAUTHORIZED = {
@@ -67,7 +67,17 @@ def test_health_is_503_until_the_load_delay_has_passed(node_bin_dir: Path, tmp_p
     with running(argv, port) as standin:
         listening = time.monotonic()
         assert standin.get("/health").status == 503
-        assert standin.get("/v1/models").status == 503
+        assert standin.get("/v1/models") == Reply(
+            503,
+            {
+                "error": {
+                    "message": "the model server is loading or shutting down",
+                    "type": "server_error",
+                    "param": None,
+                    "code": "not_ready",
+                }
+            },
+        )
         ready = standin.wait_until("/health", 200)
         assert standin.get("/v1/models").status == 200
         code, _ = standin.terminate()

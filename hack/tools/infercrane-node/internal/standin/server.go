@@ -100,8 +100,12 @@ func (s *Server) describe(w http.ResponseWriter, _ *http.Request) {
 
 // writeError answers in the shape OpenAI clients parse.
 func writeError(w http.ResponseWriter, status int, code, message string) {
+	kind := "invalid_request_error"
+	if status >= http.StatusInternalServerError {
+		kind = "server_error"
+	}
 	writeJSON(w, status, map[string]any{"error": map[string]any{
-		"message": message, "type": "invalid_request_error", "param": nil, "code": code,
+		"message": message, "type": kind, "param": nil, "code": code,
 	}})
 }
 
