@@ -1,12 +1,17 @@
 """The sandbox's pause process and the device plugin's command line, as the node runs them:
-both end with exit 0 on the signals a kubelet or runtime sends. The plugin's gRPC side is
+both end with exit 0 on the signals a kubelet or runtime sends, and pause, as PID 1 of a PID
+namespace, reaps the orphans reparented to it. The plugin's gRPC side is
 tested in Go against a fake kubelet (``hack/tools/build.sh --test``).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,6 +47,41 @@ def test_pause_blocks_until_told_to_stop(node_bin_dir: Path, sig: signal.Signals
     assert signalled(
         [str(node_bin_dir / "infercrane-pause")], sig, ready=warning, on_stderr=True
     ) == (0, "", "")
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def poll(probe: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    while not probe():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("nsenter")),
+    reason="needs root and util-linux's unshare and nsenter for a PID namespace",
+)
+def test_pause_as_pid_1_reaps_the_orphans_reparented_to_it(node_bin_dir: Path) -> None:
+    pause = node_bin_dir / "infercrane-pause"
+    argv = ["unshare", "--pid", "--fork", "--kill-child", str(pause)]
+    with subprocess.Popen(argv, stderr=subprocess.PIPE, text=True) as unshare:
+        try:
+            poll(lambda: len(children(unshare.pid)) == 1, "unshare's child")
+            [init] = children(unshare.pid)
+            poll(lambda: Path(f"/proc/{init}/exe").resolve() == pause.resolve(), "pause as PID 1")
+            # sh exits at once, so its background child is reparented to the namespace's PID 1.
+            orphan = ["nsenter", "--target", str(init), "--pid", "--", "sh", "-c", "sleep 0.1 &"]
+            subprocess.run(orphan, check=True, timeout=EXIT_TIMEOUT)
+            poll(lambda: children(init) == [], "pause to reap the orphan (a zombie stays a child)")
+            os.kill(init, signal.SIGTERM)  # unshare ignores it, and exits with pause's code
+            code = unshare.wait(timeout=EXIT_TIMEOUT)
+        finally:
+            unshare.kill()
+        assert (code, unshare.stderr.read() if unshare.stderr else None) == (0, "")
 
 
 def test_pause_says_its_version(node_bin_dir: Path) -> None:

@@ -22,6 +22,7 @@ func main() {
 	if os.Getpid() != 1 {
 		fmt.Fprintln(os.Stderr, "infercrane-pause: warning: not PID 1, so orphans are not reparented to it")
 	}
+	reap() // whatever exited before SIGCHLD was ours to catch
 	for s := range signals {
 		if s != syscall.SIGCHLD {
 			return
