@@ -166,23 +166,23 @@ def test_sigterm_drains_writes_the_termination_log_and_exits_0(
     port = free_port()
     log = tmp_path / "termination-log"
     log.touch()  # the kubelet provides the file; the stand-in never creates one
-    extra = ("--standin-load-seconds", "0", "--standin-shutdown-seconds", "1",
+    extra = ("--standin-load-seconds", "0", "--standin-shutdown-seconds", "2",
              "--standin-termination-log", str(log))  # fmt: skip
     with running(vllm_argv(node_bin_dir, tmp_path, port, *extra), port) as standin:
         standin.wait_until("/health", 200)
         sent = datetime.now(UTC).replace(microsecond=0)
         standin.process.send_signal(signal.SIGTERM)
-        standin.wait_until("/health", 503, timeout=0.9)  # unready while still draining
+        standin.wait_until("/health", 503, timeout=1.5)  # unready while still draining
         code = standin.process.wait(timeout=10)
         elapsed = (datetime.now(UTC) - sent).total_seconds()
         _, out, _ = standin.finish()
     assert code == 0
-    assert 1.0 <= elapsed < 5.0
+    assert 2.0 <= elapsed < 6.0
     message = log.read_text()
     assert re.fullmatch(r"received SIGTERM at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n", message)
     assert sent <= datetime.fromisoformat(message.split(" at ")[1].strip()) <= datetime.now(UTC)
     assert out.splitlines()[-2:] == [
-        "infercrane-standin: SIGTERM received; not ready, draining for 1s",
+        "infercrane-standin: SIGTERM received; not ready, draining for 2s",
         "infercrane-standin: exiting 0",
     ]
 
