@@ -15,8 +15,10 @@ export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 demo: venv tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.demo $(DEMO_ARGS)
 
-## test: lint, type-check, unit tests, then real-engine conformance on the local control plane
+## test: lint, type-check, go test of hack/tools, unit tests, the dev tools' tests, then
+## real-engine conformance on the local control plane
 test: venv tools lint
+	hack/tools/build.sh --test
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m pytest -rs $(PYTEST_ARGS)
 
 ## conformance: the conformance suite against an existing cluster (not a local one of its own),

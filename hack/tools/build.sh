@@ -7,6 +7,7 @@
 #   hack/tools/build.sh --update   regenerate the wrapper go.mod/go.sum from the pins below
 #                                  (maintainers, after a version bump); builds nothing
 #   hack/tools/build.sh --vet      `go vet` the wrapper modules that hold Go code (make lint)
+#   hack/tools/build.sh --test     `go test` the wrapper modules that hold Go tests (make test)
 #
 # Env: INFERCRANE_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools)
 #      INFERCRANE_TOOLS_OPTIONAL  space-separated families whose build failure is only a warning
@@ -25,6 +26,8 @@ PULUMI_K8S_VERSION=4.25.0
 PULUMI_K8S_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199   # provider/v4 at the v4.25.0 release commit
 KWOK_VERSION=v0.8.0              # simulated nodes for the local control plane
 ACTIONLINT_VERSION=v1.7.12       # newest the proxy served when pinned
+INFERCRANE_NODE_VERSION=v0.1.0   # our own node programs (infercrane-node/); also the images' tag
+NODE_GO_TOOLCHAIN=go1.26.8       # infercrane-node only: its images' digests depend on the compiler
 
 # Module / package paths.
 ETCD_PKG=go.etcd.io/etcd/server/v3
@@ -34,9 +37,12 @@ PULUMI_SDK_MOD=github.com/pulumi/pulumi/sdk/v3
 PULUMI_K8S_MOD=github.com/pulumi/pulumi-kubernetes/provider/v4
 KWOK_MOD=sigs.k8s.io/kwok
 ACTIONLINT_MOD=github.com/rhysd/actionlint
+KUBELET_MOD=k8s.io/kubelet
+KUBELET_VERSION=v0.${KUBE_VERSION#v1.}   # the device-plugin API of the Kubernetes we run
+NODE_MOD=infercrane/hack/tools/infercrane-node
 
 # Build order; each family is one wrapper module in hack/tools/<family>.
-FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint)
+FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint infercrane-node)
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd "$TOOLS_DIR/../.." && pwd -P)
@@ -62,6 +68,7 @@ family_outputs() {
     pulumi-kubernetes) echo pulumi-resource-kubernetes ;;
     kwok) echo kwok ;;
     actionlint) echo actionlint ;;
+    infercrane-node) echo infercrane-standin infercrane-pause infercrane-gpu-device-plugin ;;
   esac
 }
 
@@ -74,6 +81,17 @@ family_pins() {
     pulumi-kubernetes) echo "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION version=$PULUMI_K8S_VERSION" ;;
     kwok) echo "$KWOK_MOD@$KWOK_VERSION" ;;
     actionlint) echo "$ACTIONLINT_MOD@$ACTIONLINT_VERSION" ;;
+    infercrane-node) echo "hack/tools/infercrane-node $INFERCRANE_NODE_VERSION on $KUBELET_MOD@$KUBELET_VERSION" ;;
+  esac
+}
+
+# family_go <family>: the Go toolchain that builds it. Reproducible image digests need the
+# exact compiler, so infercrane-node pins one (GOTOOLCHAIN fetches it from the proxy if the
+# local go differs); the others build with the local go.
+family_go() {
+  case $1 in
+    infercrane-node) echo "$NODE_GO_TOOLCHAIN" ;;
+    *) echo "$GOVERSION" ;;
   esac
 }
 
@@ -97,19 +115,34 @@ family_xflags() {
     actionlint)
       # Built from our wrapper module, debug.BuildInfo would report "(devel)".
       printf -- "-X %s.version=%s" "$ACTIONLINT_MOD" "$ACTIONLINT_VERSION" ;;
+    infercrane-node)
+      printf -- "-X %s/internal/version.Version=%s" "$NODE_MOD" "$INFERCRANE_NODE_VERSION" ;;
   esac
 }
 
 short_hash() { sha256sum | cut -c1-12; }
 
+# nested_go_files <family>: Go files below the wrapper dir's top level, sorted (packages of a
+# module with several commands, e.g. infercrane-node/cmd/*, internal/*).
+nested_go_files() {
+  (cd "$TOOLS_DIR/$1" && find . -mindepth 2 -name '*.go' | LC_ALL=C sort | sed 's|^\./||')
+}
+
+# copy_nested_go_files <family> <dir>: those files, their directories kept, into a scratch copy.
+copy_nested_go_files() {
+  local f
+  while IFS= read -r f; do install -D -m 0644 "$TOOLS_DIR/$1/$f" "$2/$f"; done < <(nested_go_files "$1")
+}
+
 family_key() {
   local fam=$1 f
   {
-    echo "family=$fam go=$GOVERSION target=$GOOSARCH cgo=0 trimpath ldflags=-s -w $(family_xflags "$fam")"
+    echo "family=$fam go=$(family_go "$fam") target=$GOOSARCH cgo=0 trimpath ldflags=-s -w $(family_xflags "$fam")"
     echo "pins=$(family_pins "$fam")"
     for f in "$TOOLS_DIR/$fam"/go.mod "$TOOLS_DIR/$fam"/go.sum "$TOOLS_DIR/$fam"/*.go; do
       if [[ -f $f ]]; then echo "file=${f##*/}"; cat "$f"; fi
     done
+    while IFS= read -r f; do echo "file=$f"; cat "$TOOLS_DIR/$fam/$f"; done < <(nested_go_files "$fam")
   } | short_hash
 }
 
@@ -203,6 +236,7 @@ update_family() {
   dir=$(mktemp -d "${TMPDIR:-/tmp}/infercrane-update-$fam.XXXXXX")
   mkdir -p "$TOOLS_DIR/$fam"
   cp "$TOOLS_DIR/$fam"/*.go "$dir"/ 2>/dev/null || true
+  copy_nested_go_files "$fam" "$dir"
   printf 'module infercrane/hack/tools/%s\n\ngo 1.26.0\n' "$fam" >"$dir/go.mod"
   export SCRATCH_CWD=$dir
   log "update [$fam]"
@@ -253,6 +287,9 @@ update_family() {
         go get -tool "$KWOK_MOD/cmd/kwok@$KWOK_VERSION" ;;
       actionlint)
         go get -tool "$ACTIONLINT_MOD/cmd/actionlint@$ACTIONLINT_VERSION" ;;
+      infercrane-node)
+        # Our own code; grpc and protobuf come at the versions k8s.io/kubelet requires.
+        go mod edit -require="$KUBELET_MOD@$KUBELET_VERSION" ;;
     esac
     go mod tidy
     cp go.mod go.sum "$TOOLS_DIR/$fam/"
@@ -271,35 +308,40 @@ if [[ ${1-} == --update ]]; then
   exit 0
 fi
 # ---------------------------------------------------------------------------
-# --vet: `go vet` every wrapper module that holds Go code, in a scratch copy
-# (the repo is never written; generated inputs come from family_prepare)
+# --vet / --test: `go vet` every wrapper module that holds Go code, `go test` every one that
+# holds Go tests, in a scratch copy (the repo is never written; generated inputs come from
+# family_prepare)
 # ---------------------------------------------------------------------------
-vet_family() {
-  local fam=$1 dir rc=0
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/infercrane-vet-$fam.XXXXXX")
-  cp "$TOOLS_DIR/$fam"/go.mod "$TOOLS_DIR/$fam"/go.sum "$TOOLS_DIR/$fam"/*.go "$dir"/
+# check_family <family> <vet|test>
+check_family() {
+  local fam=$1 verb=$2 dir rc=0
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/infercrane-$verb-$fam.XXXXXX")
+  cp "$TOOLS_DIR/$fam"/go.mod "$TOOLS_DIR/$fam"/go.sum "$dir"/
+  cp "$TOOLS_DIR/$fam"/*.go "$dir"/ 2>/dev/null || true
+  copy_nested_go_files "$fam" "$dir"
   # -trimpath as in the build: the dependencies' compiled export data then comes from the build
   # cache (a cold vet of pulumi-kubernetes otherwise recompiles everything, ~5 min here).
-  if ! (export SCRATCH_CWD=$dir; family_prepare "$fam" "$dir" && cd "$dir" && go vet -trimpath ./...); then
-    echo "build.sh: ERROR [$fam]: go vet failed (hack/tools/$fam)" >&2
+  if ! (export SCRATCH_CWD=$dir; family_prepare "$fam" "$dir" && cd "$dir" && go "$verb" -trimpath ./...); then
+    echo "build.sh: ERROR [$fam]: go $verb failed (hack/tools/$fam)" >&2
     rc=1
   fi
   rm -rf "$dir"
   return "$rc"
 }
 
-if [[ ${1-} == --vet ]]; then
-  [[ $# -eq 1 ]] || die "--vet takes no argument"
-  vet_failed=()
+if [[ ${1-} == --vet || ${1-} == --test ]]; then
+  [[ $# -eq 1 ]] || die "$1 takes no argument"
+  verb=${1#--} failed=()
+  if [[ $verb == vet ]]; then pattern='*.go'; else pattern='*_test.go'; fi
   for fam in "${FAMILIES[@]}"; do
-    compgen -G "$TOOLS_DIR/$fam/*.go" >/dev/null || continue
-    echo "go vet hack/tools/$fam"
-    vet_family "$fam" || vet_failed+=("$fam")
+    [[ -n $(find "$TOOLS_DIR/$fam" -name "$pattern" -print -quit) ]] || continue
+    echo "go $verb hack/tools/$fam"
+    check_family "$fam" "$verb" || failed+=("$fam")
   done
-  (( ${#vet_failed[@]} == 0 )) || die "go vet failed: ${vet_failed[*]}"
+  (( ${#failed[@]} == 0 )) || die "go $verb failed: ${failed[*]}"
   exit 0
 fi
-[[ $# -eq 0 ]] || die "unknown argument: $1 (use no argument, --bin-dir, --update or --vet)"
+[[ $# -eq 0 ]] || die "unknown argument: $1 (use no argument, --bin-dir, --update, --vet or --test)"
 
 # ---------------------------------------------------------------------------
 # build
@@ -372,6 +414,16 @@ build_family() {
     actionlint)
       check_pin "$fam" "$src" "$ACTIONLINT_MOD" "$ACTIONLINT_VERSION" || return 1
       go_build "$fam" "$src" "$out/actionlint" "$ACTIONLINT_MOD/cmd/actionlint" "$LDBASE $x" "$ACTIONLINT_MOD@$ACTIONLINT_VERSION" ;;
+    infercrane-node)
+      check_pin "$fam" "$src" "$KUBELET_MOD" "$KUBELET_VERSION" || return 1
+      # The images built from these binaries have committed digests: same compiler, same
+      # microarchitecture level on every machine, whatever the caller's environment says.
+      (
+        export GOTOOLCHAIN=$NODE_GO_TOOLCHAIN GOAMD64=v1
+        for b in $(family_outputs "$fam"); do
+          go_build "$fam" "$src" "$out/$b" "./cmd/$b" "$LDBASE $x" "hack/tools/infercrane-node $INFERCRANE_NODE_VERSION ($NODE_GO_TOOLCHAIN)" || exit 1
+        done
+      ) ;;
   esac
 }
 
@@ -407,6 +459,7 @@ else
       rm -rf "$tmp"; mkdir -p "$tmp/src" "$tmp/out"
       cp "$TOOLS_DIR/$fam"/go.mod "$tmp/src/"
       cp "$TOOLS_DIR/$fam"/go.sum "$TOOLS_DIR/$fam"/*.go "$tmp/src/" 2>/dev/null || true
+      copy_nested_go_files "$fam" "$tmp/src"
       t0=$(now)
       if build_family "$fam" "$tmp/out" "$tmp/src"; then
         rm -rf "$fdir"; mv "$tmp/out" "$fdir"; rm -rf "$tmp"

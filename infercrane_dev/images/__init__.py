@@ -1,0 +1,22 @@
+"""Reproducible OCI images for the local node, built without a registry or a container tool:
+a pause image and stand-ins of the vLLM and SGLang images (see ``README.md`` beside this file).
+
+``build_images(bin_dir, out_dir)`` writes one image-layout archive per image of the catalog
+and returns each image's name, tag, manifest digest, digest-pinned reference and archive;
+``import_command`` is the ctr command that loads one into containerd. Dev-only: the product
+never imports this package.
+"""
+
+from .build import BuiltImage, ImageBuildError, build_images, host_platform, import_command
+from .catalog import IMAGES, REPOSITORY_PREFIX, ImageSpec
+
+__all__ = [
+    "IMAGES",
+    "REPOSITORY_PREFIX",
+    "BuiltImage",
+    "ImageBuildError",
+    "ImageSpec",
+    "build_images",
+    "host_platform",
+    "import_command",
+]
