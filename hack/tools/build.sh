@@ -25,6 +25,8 @@ PULUMI_K8S_VERSION=4.25.0
 PULUMI_K8S_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199   # provider/v4 at the v4.25.0 release commit
 KWOK_VERSION=v0.8.0              # simulated nodes for the local control plane
 ACTIONLINT_VERSION=v1.7.12       # newest the proxy served when pinned
+CONTAINERD_VERSION=v2.4.2        # the real node's container runtime (runc comes from Debian)
+CNI_PLUGINS_VERSION=v1.10.0      # bridge, host-local, loopback for the real node's Pods
 
 # Module / package paths.
 ETCD_PKG=go.etcd.io/etcd/server/v3
@@ -34,9 +36,15 @@ PULUMI_SDK_MOD=github.com/pulumi/pulumi/sdk/v3
 PULUMI_K8S_MOD=github.com/pulumi/pulumi-kubernetes/provider/v4
 KWOK_MOD=sigs.k8s.io/kwok
 ACTIONLINT_MOD=github.com/rhysd/actionlint
+CONTAINERD_MOD=github.com/containerd/containerd/v2
+CNI_PLUGINS_MOD=github.com/containernetworking/plugins
+# Storage drivers the real node never uses, and which need cgo or kernel headers.
+CONTAINERD_TAGS="no_btrfs no_devmapper no_zfs"
+CNI_PLUGINS=(main/bridge ipam/host-local main/loopback)
 
 # Build order; each family is one wrapper module in hack/tools/<family>.
-FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint)
+FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint containerd
+          cni-plugins)
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd "$TOOLS_DIR/../.." && pwd -P)
@@ -56,12 +64,14 @@ GOOSARCH=$(go env GOOS)/$(go env GOARCH)
 family_outputs() {
   case $1 in
     etcd) echo etcd ;;
-    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler ;;
+    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy ;;
     pulumi) echo pulumi pulumi-language-python-exec ;;
     pulumi-language-python) echo pulumi-language-python ;;
     pulumi-kubernetes) echo pulumi-resource-kubernetes ;;
     kwok) echo kwok ;;
     actionlint) echo actionlint ;;
+    containerd) echo containerd containerd-shim-runc-v2 ctr ;;
+    cni-plugins) echo "${CNI_PLUGINS[@]##*/}" ;;
   esac
 }
 
@@ -74,6 +84,8 @@ family_pins() {
     pulumi-kubernetes) echo "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION version=$PULUMI_K8S_VERSION" ;;
     kwok) echo "$KWOK_MOD@$KWOK_VERSION" ;;
     actionlint) echo "$ACTIONLINT_MOD@$ACTIONLINT_VERSION" ;;
+    containerd) echo "$CONTAINERD_MOD@$CONTAINERD_VERSION tags=$CONTAINERD_TAGS" ;;
+    cni-plugins) echo "$CNI_PLUGINS_MOD@$CNI_PLUGINS_VERSION plugins=${CNI_PLUGINS[*]}" ;;
   esac
 }
 
@@ -97,6 +109,11 @@ family_xflags() {
     actionlint)
       # Built from our wrapper module, debug.BuildInfo would report "(devel)".
       printf -- "-X %s.version=%s" "$ACTIONLINT_MOD" "$ACTIONLINT_VERSION" ;;
+    containerd)
+      # What upstream's Makefile stamps from `git describe`; the proxy gives no commit to stamp.
+      printf -- "-X %s/version.Version=%s" "$CONTAINERD_MOD" "$CONTAINERD_VERSION" ;;
+    cni-plugins)
+      printf -- "-X %s/pkg/utils/buildversion.BuildVersion=%s" "$CNI_PLUGINS_MOD" "$CNI_PLUGINS_VERSION" ;;
   esac
 }
 
@@ -199,7 +216,7 @@ family_prepare() {
 # --update: regenerate wrapper go.mod/go.sum from the pins
 # ---------------------------------------------------------------------------
 update_family() {
-  local fam=$1 dir gomod old new minor patch
+  local fam=$1 dir gomod old new minor patch tools=() plugin
   dir=$(mktemp -d "${TMPDIR:-/tmp}/infercrane-update-$fam.XXXXXX")
   mkdir -p "$TOOLS_DIR/$fam"
   cp "$TOOLS_DIR/$fam"/*.go "$dir"/ 2>/dev/null || true
@@ -222,7 +239,8 @@ update_family() {
           fi
         done < <(upstream_replaces "$gomod")
         go get -tool "$KUBE_MOD/cmd/kube-apiserver@$KUBE_VERSION" "$KUBE_MOD/cmd/kube-controller-manager@$KUBE_VERSION" \
-          "$KUBE_MOD/cmd/kube-scheduler@$KUBE_VERSION" ;;
+          "$KUBE_MOD/cmd/kube-scheduler@$KUBE_VERSION" "$KUBE_MOD/cmd/kubelet@$KUBE_VERSION" \
+          "$KUBE_MOD/cmd/kube-proxy@$KUBE_VERSION" ;;
       pulumi)
         gomod=$(mod_field "$PULUMI_PKG_MOD@$PULUMI_VERSION" GoMod)
         while read -r old new; do
@@ -253,6 +271,16 @@ update_family() {
         go get -tool "$KWOK_MOD/cmd/kwok@$KWOK_VERSION" ;;
       actionlint)
         go get -tool "$ACTIONLINT_MOD/cmd/actionlint@$ACTIONLINT_VERSION" ;;
+      containerd)
+        gomod=$(mod_field "$CONTAINERD_MOD@$CONTAINERD_VERSION" GoMod)
+        while read -r old new; do
+          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
+        done < <(upstream_replaces "$gomod")
+        go get -tool "$CONTAINERD_MOD/cmd/containerd@$CONTAINERD_VERSION" \
+          "$CONTAINERD_MOD/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" "$CONTAINERD_MOD/cmd/ctr@$CONTAINERD_VERSION" ;;
+      cni-plugins)
+        for plugin in "${CNI_PLUGINS[@]}"; do tools+=("$CNI_PLUGINS_MOD/plugins/$plugin@$CNI_PLUGINS_VERSION"); done
+        go get -tool "${tools[@]}" ;;
     esac
     go mod tidy
     cp go.mod go.sum "$TOOLS_DIR/$fam/"
@@ -313,12 +341,12 @@ if command -v flock >/dev/null; then flock 9; fi
 LDBASE="-s -w"
 now() { date +%s; }
 
-# go_build <family> <srcdir> <out> <pkg> <ldflags> <module@version for messages>
+# go_build <family> <srcdir> <out> <pkg> <ldflags> <module@version for messages> [build tags]
 go_build() {
-  local fam=$1 src=$2 out=$3 pkg=$4 ldflags=$5 what=$6 t0
+  local fam=$1 src=$2 out=$3 pkg=$4 ldflags=$5 what=$6 tags=${7-} t0
   t0=$(now)
   echo "[$fam] building ${out##*/} from $what ..."
-  (cd "$src" && run_go "$fam" "go build of $pkg ($what)" go build -trimpath -ldflags "$ldflags" -o "$out" "$pkg") || return 1
+  (cd "$src" && run_go "$fam" "go build of $pkg ($what)" go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out" "$pkg") || return 1
   echo "[$fam] built ${out##*/} in $(( $(now) - t0 ))s ($(du -h "$out" | cut -f1))"
 }
 
@@ -333,7 +361,7 @@ check_pin() {
 }
 
 build_family() {
-  local fam=$1 out=$2 src=$3 t0 x mdir date
+  local fam=$1 out=$2 src=$3 t0 x mdir date cmd plugin
   x=$(family_xflags "$fam")
   t0=$(now)
   echo "[$fam] downloading modules ..."
@@ -351,7 +379,9 @@ build_family() {
       x="$x -X k8s.io/component-base/version.buildDate=$date -X k8s.io/client-go/pkg/version.buildDate=$date"
       go_build "$fam" "$src" "$out/kube-apiserver" "$KUBE_MOD/cmd/kube-apiserver" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
       go_build "$fam" "$src" "$out/kube-controller-manager" "$KUBE_MOD/cmd/kube-controller-manager" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
-      go_build "$fam" "$src" "$out/kube-scheduler" "$KUBE_MOD/cmd/kube-scheduler" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" ;;
+      for cmd in kube-scheduler kubelet kube-proxy; do
+        go_build "$fam" "$src" "$out/$cmd" "$KUBE_MOD/cmd/$cmd" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
+      done ;;
     pulumi)
       check_pin "$fam" "$src" "$PULUMI_PKG_MOD" "$PULUMI_VERSION" || return 1
       check_pin "$fam" "$src" "$PULUMI_SDK_MOD" "$PULUMI_VERSION" || return 1
@@ -372,6 +402,18 @@ build_family() {
     actionlint)
       check_pin "$fam" "$src" "$ACTIONLINT_MOD" "$ACTIONLINT_VERSION" || return 1
       go_build "$fam" "$src" "$out/actionlint" "$ACTIONLINT_MOD/cmd/actionlint" "$LDBASE $x" "$ACTIONLINT_MOD@$ACTIONLINT_VERSION" ;;
+    containerd)
+      check_pin "$fam" "$src" "$CONTAINERD_MOD" "$CONTAINERD_VERSION" || return 1
+      for cmd in containerd containerd-shim-runc-v2 ctr; do
+        go_build "$fam" "$src" "$out/$cmd" "$CONTAINERD_MOD/cmd/$cmd" "$LDBASE $x" \
+          "$CONTAINERD_MOD@$CONTAINERD_VERSION" "$CONTAINERD_TAGS" || return 1
+      done ;;
+    cni-plugins)
+      check_pin "$fam" "$src" "$CNI_PLUGINS_MOD" "$CNI_PLUGINS_VERSION" || return 1
+      for plugin in "${CNI_PLUGINS[@]}"; do
+        go_build "$fam" "$src" "$out/${plugin##*/}" "$CNI_PLUGINS_MOD/plugins/$plugin" "$LDBASE $x" \
+          "$CNI_PLUGINS_MOD@$CNI_PLUGINS_VERSION" || return 1
+      done ;;
   esac
 }
 
