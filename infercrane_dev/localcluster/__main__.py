@@ -138,13 +138,11 @@ def _up(
     )
     try:
         plane.start()
-    except RealNodeUnavailable as exc:
-        _err(f"cannot start the real node: {exc}")
-        return EXIT_USAGE
     except (
         BinaryNotFoundError,
         ControlPlaneError,
         ProcessStartError,
+        RealNodeUnavailable,
         RealNodeError,
         ImageImportError,
         OSError,
@@ -153,7 +151,7 @@ def _up(
         if created_dir:
             shutil.rmtree(state_dir, ignore_errors=True)
         _err(f"start failed: {exc}")
-        return EXIT_FAILED
+        return EXIT_USAGE if isinstance(exc, RealNodeUnavailable) else EXIT_FAILED
 
     state = plane.detach()
     try:
@@ -220,30 +218,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in NODE_COMMANDS:
         return nodecommands.run(args, state_dir)
     if args.command == "up":
-        if args.timeout <= 0:
-            _err("--timeout must be positive")
-            return EXIT_USAGE
-        try:
-            pools = parse_node_pools(args.node_pool)
-            label = validate_label_name(args.gpu_product_label)
-            real_node = _real_node(args)
-        except (NodePoolError, RealNodeSpecError) as exc:
-            _err(str(exc))
-            return EXIT_USAGE
-        # Before anything starts: a machine that cannot run the node is refused in one line.
-        problem = None if real_node is None else unavailable()
-        if problem is not None:
-            _err(f"cannot start the real node: {problem}")
-            return EXIT_USAGE
-        return _up(
-            state_dir,
-            args.timeout,
-            scheduling=args.scheduling or bool(pools),
-            pools=pools,
-            product_label=label,
-            real_node=real_node,
-        )
+        return _run_up(args, state_dir)
     return _down(state_dir)
+
+
+def _run_up(args: argparse.Namespace, state_dir: Path) -> int:
+    """``up`` after argparse: the inputs checked, then the machine, then the start."""
+    if args.timeout <= 0:
+        _err("--timeout must be positive")
+        return EXIT_USAGE
+    try:
+        pools = parse_node_pools(args.node_pool)
+        label = validate_label_name(args.gpu_product_label)
+        real_node = _real_node(args)
+    except (NodePoolError, RealNodeSpecError) as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    # Before anything starts: a machine that cannot run the node is refused in one line.
+    problem = None if real_node is None else unavailable()
+    if problem is not None:
+        _err(f"cannot start the real node: {problem}")
+        return EXIT_USAGE
+    return _up(
+        state_dir,
+        args.timeout,
+        scheduling=args.scheduling or bool(pools),
+        pools=pools,
+        product_label=label,
+        real_node=real_node,
+    )
 
 
 if __name__ == "__main__":
