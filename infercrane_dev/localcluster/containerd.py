@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,7 +97,6 @@ def containerd_config(
                 "disable_apparmor": True,
                 "restrict_oom_score_adj": True,
                 "netns_mounts_under_state_dir": True,
-                "enable_cdi": False,
                 "cdi_spec_dirs": [str(paths.cdi)],
                 "containerd": {
                     "default_runtime_name": RUNTIME,
@@ -194,12 +193,36 @@ def import_images(ctr: Path, address: Path, archives: Iterable[Path]) -> None:
             raise ImageImportError(f"image {archive}: import failed: {last}")
 
 
-def image_names(ctr: Path, address: Path) -> Sequence[str]:
-    """The image references containerd holds in the k8s.io namespace."""
+def images(ctr: Path, address: Path) -> dict[str, str]:
+    """The images containerd holds in the k8s.io namespace: name -> manifest digest."""
     done = subprocess.run(
-        ctr_argv(ctr, address, "images", "list", "--quiet"),
+        ctr_argv(ctr, address, "images", "list"),
         capture_output=True,
         text=True,
         check=True,
     )
-    return done.stdout.split()
+    # Columns: REF TYPE DIGEST SIZE PLATFORMS LABELS; the first line is the header.
+    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    return {row[0]: row[2] for row in rows if len(row) >= 3}
+
+
+def _repository(name: str) -> str:
+    """``registry/repo`` of ``registry/repo:tag`` or ``registry/repo@sha256:…``."""
+    name = name.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def holds(reference: str, held: Mapping[str, str]) -> bool:
+    """Whether ``reference`` resolves among ``held`` (name -> digest), as the CRI resolves it.
+
+    A digest reference ``repo@sha256:…`` matches any image of that repository with that
+    manifest digest, whatever its tag, as the CRI's repo digests do.
+    """
+    if reference in held:
+        return True
+    repository, at, digest = reference.partition("@")
+    return bool(at) and any(
+        _repository(name) == repository and value == digest for name, value in held.items()
+    )

@@ -17,6 +17,7 @@ in these places is the node's.  This module must never be used without holding t
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -53,6 +54,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The kubelet puts every Pod under this cgroup (cgroupsPerQOS, cgroup root "/").
 KUBEPODS = "kubepods"
 NFT_FAMILIES = ("ip", "ip6")
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_MNT_DETACH = 2
 
 
 def _sysctl_name(path: Path) -> str:
@@ -148,20 +151,22 @@ def mounts_under(root: Path) -> list[str]:
     return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
 
 
+def _umount(point: str, flags: int) -> bool:
+    # The system call, not umount(8): util-linux would create /run/mount/utab on the host.
+    return bool(_LIBC.umount2(point.encode(), flags) == 0)
+
+
 def unmount_under(root: Path) -> list[str]:
     """Unmount everything below ``root`` (rootfs overlays, netns, volumes); return errors."""
-    errors = []
     for _ in range(3):  # a bind mount may be stacked several times on one point
         points = mounts_under(root)
         if not points:
             return []
         for point in points:
-            done = subprocess.run(["umount", point], capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                # Busy only while a process still uses it; detach so the tree can go.
-                subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-    errors = [f"still mounted: {point}" for point in mounts_under(root)]
-    return errors
+            # Busy only while a process still uses it; detach then, so the tree can go.
+            if not _umount(point, 0):
+                _umount(point, _MNT_DETACH)
+    return [f"still mounted: {point}" for point in mounts_under(root)]
 
 
 def kubepods_dirs() -> list[Path]:

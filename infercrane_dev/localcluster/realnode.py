@@ -22,6 +22,7 @@ machine (the lock refuses it) and never signal a process it did not start.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import signal
@@ -365,11 +366,13 @@ class RealNode:
             running = self._spawn(
                 "containerd", [str(find_binary("containerd")), *containerd.containerd_args(paths)]
             )
-            self._wait(running, lambda: _succeeds(containerd.image_names, ctr, paths.address))
+            self._wait(running, lambda: _succeeds(containerd.images, ctr, paths.address))
             containerd.import_images(ctr, paths.address, spec.images)
-            if spec.sandbox_image not in containerd.image_names(ctr, paths.address):
+            held = containerd.images(ctr, paths.address)
+            if not containerd.holds(spec.sandbox_image, held):
                 raise RealNodeError(
-                    f"sandbox image {spec.sandbox_image} is not among the imported images"
+                    f"sandbox image {spec.sandbox_image} is not among the imported images "
+                    f"({', '.join(sorted(held)) or 'none'})"
                 )
             kubelet = self._spawn(
                 "kubelet",
@@ -443,7 +446,7 @@ class RealNode:
         for plugin in hostnet.CNI_PLUGINS:
             (layout.cni_bin / plugin).symlink_to(find_binary(plugin))
         conflist = layout.cni_conf / "10-infercrane.conflist"
-        conflist.write_text(yaml.safe_dump(hostnet.cni_conflist(layout.cni_ipam)), encoding="utf-8")
+        conflist.write_text(json.dumps(hostnet.cni_conflist(layout.cni_ipam), indent=2), encoding="utf-8")
         kubelet = layout.kubelet
         kubelet.config.write_text(
             yaml.safe_dump(

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from infercrane_dev.localcluster import __main__ as cli
-from infercrane_dev.localcluster import certs, containerd, hostnet, hoststate, kwok, realnode
+from infercrane_dev.localcluster import certs, containerd, hostnet, hoststate
 from infercrane_dev.localcluster.containerd import ContainerdPaths
 from infercrane_dev.localcluster.hoststate import HostBaseline
 from infercrane_dev.localcluster.kubelet import KubeletPaths, kubelet_args, kubelet_config
 from infercrane_dev.localcluster.kubeproxy import kube_proxy_config
-from infercrane_dev.localcluster.nodepools import NodePool, node_manifest
+from infercrane_dev.localcluster.nodepools import SIMULATED_LABEL, NodePool, node_manifest
 from infercrane_dev.localcluster.processes import ManagedProcess
 from infercrane_dev.localcluster.realnode import NodeLayout, RealNodeRuntime, identity_bindings
 from infercrane_dev.localcluster.realnodes import (
@@ -60,7 +60,7 @@ def test_labels_and_taint_match_the_simulated_nodes() -> None:
     assert node_labels(real, product_label="example.com/gpu") == {"example.com/gpu": "NVIDIA-L4"}
     assert node_taints() == simulated["spec"]["taints"]
     # kwok manages only Nodes with the simulated-node label: never the real one.
-    assert kwok.SIMULATED_LABEL not in node_labels(real, product_label="example.com/gpu")
+    assert SIMULATED_LABEL not in node_labels(real, product_label="example.com/gpu")
 
 
 def test_pod_subnet_is_inside_kwoks_range_and_clear_of_services() -> None:
@@ -255,7 +255,7 @@ def test_up_refuses_a_bad_real_node_spec(capsys: pytest.CaptureFixture[str]) -> 
 def test_up_refuses_an_unfit_machine_before_starting_anything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(realnode.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
     argv = ["up", "--dir", str(tmp_path / "state"), "--real-node", "NVIDIA-L4=1x2"]
     assert cli.main([*argv, "--sandbox-image", "pause@sha256:" + "0" * 64]) == 2
     err = capsys.readouterr().err
@@ -264,3 +264,25 @@ def test_up_refuses_an_unfit_machine_before_starting_anything(
         "(it runs containers and programs iptables)\n"
     )
     assert not (tmp_path / "state").exists()
+
+
+HELD = {
+    "infercrane.local/standins/pause:v1": "sha256:" + "a" * 64,
+    "import-2026-11-30@sha256:" + "a" * 64: "sha256:" + "a" * 64,
+    "localhost:5000/x@sha256:" + "b" * 64: "sha256:" + "b" * 64,
+}
+
+
+@pytest.mark.parametrize(
+    ("reference", "held"),
+    [
+        ("infercrane.local/standins/pause@sha256:" + "a" * 64, True),
+        ("infercrane.local/standins/pause:v1", True),
+        ("localhost:5000/x@sha256:" + "b" * 64, True),
+        ("infercrane.local/standins/pause@sha256:" + "b" * 64, False),
+        ("infercrane.local/standins/other@sha256:" + "a" * 64, False),
+        ("infercrane.local/standins/pause:v2", False),
+    ],
+)
+def test_a_digest_reference_resolves_like_the_cri_resolves_it(reference: str, held: bool) -> None:
+    assert containerd.holds(reference, HELD) is held
