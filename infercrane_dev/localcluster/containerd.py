@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tarfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ K8S_NAMESPACE = "k8s.io"
 # Every registry is redirected here; nothing listens on port 1 of loopback.
 NO_REGISTRY = "http://127.0.0.1:1"
 RUNTIME = "runc"
+IMAGE_NAME_ANNOTATION = "io.containerd.image.name"
 
 
 class ImageImportError(RuntimeError):
@@ -176,14 +178,41 @@ def ctr_argv(ctr: Path, address: Path, *args: str) -> list[str]:
     return [str(ctr), "--address", str(address), "--namespace", K8S_NAMESPACE, *args]
 
 
-def import_images(ctr: Path, address: Path, archives: Iterable[Path]) -> None:
-    """Import OCI archives into the k8s.io namespace, with digest references.
+def archive_repository(archive: Path) -> str:
+    """The repository an OCI archive names (``io.containerd.image.name``, without its tag)."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        index = json.load(member) if member is not None else {}
+    for manifest in index.get("manifests", []):
+        name = (manifest.get("annotations") or {}).get(IMAGE_NAME_ANNOTATION)
+        if name:
+            return _repository(str(name))
+    raise ImageImportError(f"image {archive}: index.json names no image ({IMAGE_NAME_ANNOTATION})")
 
-    Raises :class:`ImageImportError` naming the archive when one fails.
+
+def import_images(ctr: Path, address: Path, archives: Iterable[Path]) -> None:
+    """Import OCI archives into the k8s.io namespace, each also under ``<repo>@<digest>``.
+
+    The CRI resolves a digest-pinned reference only by an image of exactly that name, which
+    ``--digests`` creates under ``--base-name`` (the repository the archive names).  Raises
+    :class:`ImageImportError` naming the archive when one fails.
     """
     for archive in archives:
+        try:
+            repository = archive_repository(archive)
+        except (OSError, tarfile.TarError, ValueError, KeyError) as error:
+            raise ImageImportError(f"image {archive}: not an OCI image archive: {error}") from None
         done = subprocess.run(
-            ctr_argv(ctr, address, "images", "import", "--digests", "--local", str(archive)),
+            ctr_argv(
+                ctr,
+                address,
+                "images",
+                "import",
+                "--base-name",
+                repository,
+                "--digests",
+                str(archive),
+            ),
             capture_output=True,
             text=True,
             check=False,
@@ -212,17 +241,3 @@ def _repository(name: str) -> str:
     slash = name.rfind("/")
     colon = name.rfind(":")
     return name[:colon] if colon > slash else name
-
-
-def holds(reference: str, held: Mapping[str, str]) -> bool:
-    """Whether ``reference`` resolves among ``held`` (name -> digest), as the CRI resolves it.
-
-    A digest reference ``repo@sha256:…`` matches any image of that repository with that
-    manifest digest, whatever its tag, as the CRI's repo digests do.
-    """
-    if reference in held:
-        return True
-    repository, at, digest = reference.partition("@")
-    return bool(at) and any(
-        _repository(name) == repository and value == digest for name, value in held.items()
-    )

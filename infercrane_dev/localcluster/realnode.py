@@ -369,7 +369,7 @@ class RealNode:
             self._wait(running, lambda: _succeeds(containerd.images, ctr, paths.address))
             containerd.import_images(ctr, paths.address, spec.images)
             held = containerd.images(ctr, paths.address)
-            if not containerd.holds(spec.sandbox_image, held):
+            if spec.sandbox_image not in held:
                 raise RealNodeError(
                     f"sandbox image {spec.sandbox_image} is not among the imported images "
                     f"({', '.join(sorted(held)) or 'none'})"
@@ -446,7 +446,9 @@ class RealNode:
         for plugin in hostnet.CNI_PLUGINS:
             (layout.cni_bin / plugin).symlink_to(find_binary(plugin))
         conflist = layout.cni_conf / "10-infercrane.conflist"
-        conflist.write_text(json.dumps(hostnet.cni_conflist(layout.cni_ipam), indent=2), encoding="utf-8")
+        conflist.write_text(
+            json.dumps(hostnet.cni_conflist(layout.cni_ipam), indent=2), encoding="utf-8"
+        )
         kubelet = layout.kubelet
         kubelet.config.write_text(
             yaml.safe_dump(

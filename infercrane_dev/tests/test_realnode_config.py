@@ -3,7 +3,10 @@ sysctl restore, the runtime record and the CLI's refusals (no binary, no root ne
 
 from __future__ import annotations
 
+import io
 import ipaddress
+import json
+import tarfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -266,23 +269,21 @@ def test_up_refuses_an_unfit_machine_before_starting_anything(
     assert not (tmp_path / "state").exists()
 
 
-HELD = {
-    "infercrane.local/standins/pause:v1": "sha256:" + "a" * 64,
-    "import-2026-11-30@sha256:" + "a" * 64: "sha256:" + "a" * 64,
-    "localhost:5000/x@sha256:" + "b" * 64: "sha256:" + "b" * 64,
-}
-
-
 @pytest.mark.parametrize(
-    ("reference", "held"),
+    ("name", "repository"),
     [
-        ("infercrane.local/standins/pause@sha256:" + "a" * 64, True),
-        ("infercrane.local/standins/pause:v1", True),
-        ("localhost:5000/x@sha256:" + "b" * 64, True),
-        ("infercrane.local/standins/pause@sha256:" + "b" * 64, False),
-        ("infercrane.local/standins/other@sha256:" + "a" * 64, False),
-        ("infercrane.local/standins/pause:v2", False),
+        ("infercrane.local/standins/pause:v0.1.0", "infercrane.local/standins/pause"),
+        ("localhost:5000/x@sha256:" + "b" * 64, "localhost:5000/x"),
+        ("localhost:5000/x", "localhost:5000/x"),
     ],
 )
-def test_a_digest_reference_resolves_like_the_cri_resolves_it(reference: str, held: bool) -> None:
-    assert containerd.holds(reference, HELD) is held
+def test_archive_repository_drops_tag_and_digest(
+    tmp_path: Path, name: str, repository: str
+) -> None:
+    archive = tmp_path / "image.tar"
+    index = json.dumps({"manifests": [{"annotations": {"io.containerd.image.name": name}}]})
+    with tarfile.open(archive, "w") as tar:
+        info = tarfile.TarInfo("index.json")
+        info.size = len(index)
+        tar.addfile(info, io.BytesIO(index.encode()))
+    assert containerd.archive_repository(archive) == repository
