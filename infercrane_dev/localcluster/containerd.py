@@ -178,48 +178,53 @@ def ctr_argv(ctr: Path, address: Path, *args: str) -> list[str]:
     return [str(ctr), "--address", str(address), "--namespace", K8S_NAMESPACE, *args]
 
 
-def archive_repository(archive: Path) -> str:
-    """The repository an OCI archive names (``io.containerd.image.name``, without its tag)."""
+def archive_images(archive: Path) -> list[tuple[str, str]]:
+    """(name, manifest digest) of each image an archive names (``io.containerd.image.name``)."""
     with tarfile.open(archive) as tar:
         member = tar.extractfile("index.json")
         index = json.load(member) if member is not None else {}
-    for manifest in index.get("manifests", []):
-        name = (manifest.get("annotations") or {}).get(IMAGE_NAME_ANNOTATION)
-        if name:
-            return _repository(str(name))
-    raise ImageImportError(f"image {archive}: index.json names no image ({IMAGE_NAME_ANNOTATION})")
+    named = [
+        (str((m.get("annotations") or {}).get(IMAGE_NAME_ANNOTATION, "")), str(m.get("digest", "")))
+        for m in index.get("manifests", [])
+    ]
+    named = [(name, digest) for name, digest in named if name and digest]
+    if not named:
+        raise ImageImportError(
+            f"image {archive}: index.json names no image ({IMAGE_NAME_ANNOTATION})"
+        )
+    return named
+
+
+def digest_reference(name: str, digest: str) -> str:
+    """``repo@sha256:…`` for image ``repo:tag`` (or ``repo@…``) with manifest ``digest``."""
+    return f"{_repository(name)}@{digest}"
 
 
 def import_images(ctr: Path, address: Path, archives: Iterable[Path]) -> None:
-    """Import OCI archives into the k8s.io namespace, each also under ``<repo>@<digest>``.
+    """Import OCI archives into the k8s.io namespace, each image also as ``<repo>@<digest>``.
 
-    The CRI resolves a digest-pinned reference only by an image of exactly that name, which
-    ``--digests`` creates under ``--base-name`` (the repository the archive names).  Raises
+    The CRI resolves a digest-pinned reference only by an image of exactly that name.
+    ``ctr import --digests`` names images by the digest of the archive's index, not of the
+    manifest a Pod pins, so each image is tagged with its manifest digest instead.  Raises
     :class:`ImageImportError` naming the archive when one fails.
     """
     for archive in archives:
         try:
-            repository = archive_repository(archive)
+            named = archive_images(archive)
         except (OSError, tarfile.TarError, ValueError, KeyError) as error:
             raise ImageImportError(f"image {archive}: not an OCI image archive: {error}") from None
-        done = subprocess.run(
-            ctr_argv(
-                ctr,
-                address,
-                "images",
-                "import",
-                "--base-name",
-                repository,
-                "--digests",
-                str(archive),
-            ),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ImageImportError(f"image {archive}: import failed: {last}")
+        steps = [["images", "import", "--local", str(archive)]]
+        steps += [
+            ["images", "tag", "--force", name, digest_reference(name, digest)]
+            for name, digest in named
+        ]
+        for step in steps:
+            done = subprocess.run(
+                ctr_argv(ctr, address, *step), capture_output=True, text=True, check=False
+            )
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise ImageImportError(f"image {archive}: {' '.join(step[:2])} failed: {last}")
 
 
 def images(ctr: Path, address: Path) -> dict[str, str]:

@@ -281,9 +281,12 @@ def test_archive_repository_drops_tag_and_digest(
     tmp_path: Path, name: str, repository: str
 ) -> None:
     archive = tmp_path / "image.tar"
-    index = json.dumps({"manifests": [{"annotations": {"io.containerd.image.name": name}}]})
+    digest = "sha256:" + "c" * 64
+    manifest = {"digest": digest, "annotations": {"io.containerd.image.name": name}}
+    index = json.dumps({"manifests": [manifest]})
     with tarfile.open(archive, "w") as tar:
         info = tarfile.TarInfo("index.json")
         info.size = len(index)
         tar.addfile(info, io.BytesIO(index.encode()))
-    assert containerd.archive_repository(archive) == repository
+    assert containerd.archive_images(archive) == [(name, digest)]
+    assert containerd.digest_reference(name, digest) == f"{repository}@{digest}"

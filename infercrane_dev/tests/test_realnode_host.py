@@ -39,7 +39,16 @@ def test_stop_leaves_the_host_as_before(tmp_path: Path) -> None:
                     "apiVersion": "v1",
                     "kind": "Pod",
                     "metadata": {"name": "pause"},
-                    "spec": {"containers": [{"name": "pause", "image": images.sandbox}]},
+                    # A GPU request gets the toleration for the node's GPU taint.
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "pause",
+                                "image": images.sandbox,
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                            }
+                        ]
+                    },
                 },
             )
             wait_for(
