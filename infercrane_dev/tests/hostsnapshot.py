@@ -79,7 +79,8 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
     for fact, was in before.items():
         now = after.get(fact)
         if fact == "sysctls":
-            names = set(was) | set(now or {})
+            now = now or {}
+            names = set(was) | set(now)
             diff = {n: (was.get(n), now.get(n)) for n in sorted(names) if was.get(n) != now.get(n)}
             if diff:
                 changed[fact] = diff

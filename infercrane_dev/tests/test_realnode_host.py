@@ -8,6 +8,7 @@ chain, cgroup, tunable or directory entry may differ.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -25,6 +26,10 @@ from tests.conformance.harness import wait_for
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
 
 
+def _phase(pod: Any) -> str:
+    return str(pod.status.phase)
+
+
 def test_stop_leaves_the_host_as_before(tmp_path: Path) -> None:
     require_real_node()
     images = build_node_images(tmp_path)
@@ -35,7 +40,7 @@ def test_stop_leaves_the_host_as_before(tmp_path: Path) -> None:
             core = client.CoreV1Api(api)
             core.create_namespaced_pod(
                 "default",
-                {
+                {  # type: ignore[arg-type]
                     "apiVersion": "v1",
                     "kind": "Pod",
                     "metadata": {"name": "pause"},
@@ -52,7 +57,7 @@ def test_stop_leaves_the_host_as_before(tmp_path: Path) -> None:
                 },
             )
             wait_for(
-                lambda: core.read_namespaced_pod("pause", "default").status.phase == "Running",
+                lambda: _phase(core.read_namespaced_pod("pause", "default")) == "Running",
                 timeout=120,
                 what="a Pod running on the real node",
             )
