@@ -9,15 +9,15 @@ export PULUMI_SKIP_UPDATE_CHECK := true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 
-.PHONY: demo test unit lint fmt tools venv clean
+.PHONY: demo test unit lint fmt tools venv clean host-packages
 
 ## demo: build/reuse the toolchain, start a disposable control plane, run a real `pulumi up`
-demo: venv tools
+demo: venv tools host-packages
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.demo $(DEMO_ARGS)
 
 ## test: lint, type-check, go test of hack/tools, unit tests, the dev tools' tests, then
-## real-engine conformance on the local control plane
-test: venv tools lint
+## real-engine conformance on the local control plane (and its real node)
+test: venv tools host-packages lint
 	hack/tools/build.sh --test
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m pytest -rs $(PYTEST_ARGS)
 
@@ -69,6 +69,11 @@ lint: venv tools
 fmt: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+## host-packages: the pinned Debian packages a real node needs (runc, iptables, nftables);
+## installs only what is missing, and only as root on Debian 12
+host-packages:
+	hack/host-packages.sh
 
 ## tools: build what is missing of the pinned toolchain into ~/.cache/infercrane/tools/<key>
 tools:

@@ -28,6 +28,8 @@ KWOK_VERSION=v0.8.0              # simulated nodes for the local control plane
 ACTIONLINT_VERSION=v1.7.12       # newest the proxy served when pinned
 INFERCRANE_NODE_VERSION=v0.1.0   # our own node programs (infercrane-node/); also the images' tag
 NODE_GO_TOOLCHAIN=go1.26.8       # infercrane-node only: its images' digests depend on the compiler
+CONTAINERD_VERSION=v2.4.2        # the real node's container runtime (runc comes from Debian)
+CNI_PLUGINS_VERSION=v1.10.0      # bridge, host-local, loopback for the real node's Pods
 
 # Module / package paths.
 ETCD_PKG=go.etcd.io/etcd/server/v3
@@ -40,9 +42,15 @@ ACTIONLINT_MOD=github.com/rhysd/actionlint
 KUBELET_MOD=k8s.io/kubelet
 KUBELET_VERSION=v0.${KUBE_VERSION#v1.}   # the device-plugin API of the Kubernetes we run
 NODE_MOD=infercrane/hack/tools/infercrane-node
+CONTAINERD_MOD=github.com/containerd/containerd/v2
+CNI_PLUGINS_MOD=github.com/containernetworking/plugins
+# Storage drivers the real node never uses, and which need cgo or kernel headers.
+CONTAINERD_TAGS="no_btrfs no_devmapper no_zfs"
+CNI_PLUGINS=(main/bridge ipam/host-local main/loopback)
 
 # Build order; each family is one wrapper module in hack/tools/<family>.
-FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint infercrane-node)
+FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint containerd
+          cni-plugins infercrane-node)
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd "$TOOLS_DIR/../.." && pwd -P)
@@ -62,13 +70,15 @@ GOOSARCH=$(go env GOOS)/$(go env GOARCH)
 family_outputs() {
   case $1 in
     etcd) echo etcd ;;
-    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler ;;
+    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy ;;
     pulumi) echo pulumi pulumi-language-python-exec ;;
     pulumi-language-python) echo pulumi-language-python ;;
     pulumi-kubernetes) echo pulumi-resource-kubernetes ;;
     kwok) echo kwok ;;
     actionlint) echo actionlint ;;
     infercrane-node) echo infercrane-standin infercrane-pause infercrane-gpu-device-plugin ;;
+    containerd) echo containerd containerd-shim-runc-v2 ctr ;;
+    cni-plugins) echo "${CNI_PLUGINS[@]##*/}" ;;
   esac
 }
 
@@ -82,6 +92,8 @@ family_pins() {
     kwok) echo "$KWOK_MOD@$KWOK_VERSION" ;;
     actionlint) echo "$ACTIONLINT_MOD@$ACTIONLINT_VERSION" ;;
     infercrane-node) echo "hack/tools/infercrane-node $INFERCRANE_NODE_VERSION on $KUBELET_MOD@$KUBELET_VERSION" ;;
+    containerd) echo "$CONTAINERD_MOD@$CONTAINERD_VERSION tags=$CONTAINERD_TAGS" ;;
+    cni-plugins) echo "$CNI_PLUGINS_MOD@$CNI_PLUGINS_VERSION plugins=${CNI_PLUGINS[*]}" ;;
   esac
 }
 
@@ -117,6 +129,11 @@ family_xflags() {
       printf -- "-X %s.version=%s" "$ACTIONLINT_MOD" "$ACTIONLINT_VERSION" ;;
     infercrane-node)
       printf -- "-X %s/internal/version.Version=%s" "$NODE_MOD" "$INFERCRANE_NODE_VERSION" ;;
+    containerd)
+      # What upstream's Makefile stamps from `git describe`; the proxy gives no commit to stamp.
+      printf -- "-X %s/version.Version=%s" "$CONTAINERD_MOD" "$CONTAINERD_VERSION" ;;
+    cni-plugins)
+      printf -- "-X %s/pkg/utils/buildversion.BuildVersion=%s" "$CNI_PLUGINS_MOD" "$CNI_PLUGINS_VERSION" ;;
   esac
 }
 
@@ -232,7 +249,7 @@ family_prepare() {
 # --update: regenerate wrapper go.mod/go.sum from the pins
 # ---------------------------------------------------------------------------
 update_family() {
-  local fam=$1 dir gomod old new minor patch
+  local fam=$1 dir gomod old new minor patch tools=() plugin
   dir=$(mktemp -d "${TMPDIR:-/tmp}/infercrane-update-$fam.XXXXXX")
   mkdir -p "$TOOLS_DIR/$fam"
   cp "$TOOLS_DIR/$fam"/*.go "$dir"/ 2>/dev/null || true
@@ -256,7 +273,8 @@ update_family() {
           fi
         done < <(upstream_replaces "$gomod")
         go get -tool "$KUBE_MOD/cmd/kube-apiserver@$KUBE_VERSION" "$KUBE_MOD/cmd/kube-controller-manager@$KUBE_VERSION" \
-          "$KUBE_MOD/cmd/kube-scheduler@$KUBE_VERSION" ;;
+          "$KUBE_MOD/cmd/kube-scheduler@$KUBE_VERSION" "$KUBE_MOD/cmd/kubelet@$KUBE_VERSION" \
+          "$KUBE_MOD/cmd/kube-proxy@$KUBE_VERSION" ;;
       pulumi)
         gomod=$(mod_field "$PULUMI_PKG_MOD@$PULUMI_VERSION" GoMod)
         while read -r old new; do
@@ -290,6 +308,16 @@ update_family() {
       infercrane-node)
         # Our own code; grpc and protobuf come at the versions k8s.io/kubelet requires.
         go mod edit -require="$KUBELET_MOD@$KUBELET_VERSION" ;;
+      containerd)
+        gomod=$(mod_field "$CONTAINERD_MOD@$CONTAINERD_VERSION" GoMod)
+        while read -r old new; do
+          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
+        done < <(upstream_replaces "$gomod")
+        go get -tool "$CONTAINERD_MOD/cmd/containerd@$CONTAINERD_VERSION" \
+          "$CONTAINERD_MOD/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" "$CONTAINERD_MOD/cmd/ctr@$CONTAINERD_VERSION" ;;
+      cni-plugins)
+        for plugin in "${CNI_PLUGINS[@]}"; do tools+=("$CNI_PLUGINS_MOD/plugins/$plugin@$CNI_PLUGINS_VERSION"); done
+        go get -tool "${tools[@]}" ;;
     esac
     go mod tidy
     cp go.mod go.sum "$TOOLS_DIR/$fam/"
@@ -355,12 +383,12 @@ if command -v flock >/dev/null; then flock 9; fi
 LDBASE="-s -w"
 now() { date +%s; }
 
-# go_build <family> <srcdir> <out> <pkg> <ldflags> <module@version for messages>
+# go_build <family> <srcdir> <out> <pkg> <ldflags> <module@version for messages> [build tags]
 go_build() {
-  local fam=$1 src=$2 out=$3 pkg=$4 ldflags=$5 what=$6 t0
+  local fam=$1 src=$2 out=$3 pkg=$4 ldflags=$5 what=$6 tags=${7-} t0
   t0=$(now)
   echo "[$fam] building ${out##*/} from $what ..."
-  (cd "$src" && run_go "$fam" "go build of $pkg ($what)" go build -trimpath -ldflags "$ldflags" -o "$out" "$pkg") || return 1
+  (cd "$src" && run_go "$fam" "go build of $pkg ($what)" go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out" "$pkg") || return 1
   echo "[$fam] built ${out##*/} in $(( $(now) - t0 ))s ($(du -h "$out" | cut -f1))"
 }
 
@@ -375,7 +403,7 @@ check_pin() {
 }
 
 build_family() {
-  local fam=$1 out=$2 src=$3 t0 x mdir date
+  local fam=$1 out=$2 src=$3 t0 x mdir date cmd plugin
   x=$(family_xflags "$fam")
   t0=$(now)
   echo "[$fam] downloading modules ..."
@@ -393,7 +421,9 @@ build_family() {
       x="$x -X k8s.io/component-base/version.buildDate=$date -X k8s.io/client-go/pkg/version.buildDate=$date"
       go_build "$fam" "$src" "$out/kube-apiserver" "$KUBE_MOD/cmd/kube-apiserver" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
       go_build "$fam" "$src" "$out/kube-controller-manager" "$KUBE_MOD/cmd/kube-controller-manager" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
-      go_build "$fam" "$src" "$out/kube-scheduler" "$KUBE_MOD/cmd/kube-scheduler" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" ;;
+      for cmd in kube-scheduler kubelet kube-proxy; do
+        go_build "$fam" "$src" "$out/$cmd" "$KUBE_MOD/cmd/$cmd" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
+      done ;;
     pulumi)
       check_pin "$fam" "$src" "$PULUMI_PKG_MOD" "$PULUMI_VERSION" || return 1
       check_pin "$fam" "$src" "$PULUMI_SDK_MOD" "$PULUMI_VERSION" || return 1
@@ -424,6 +454,18 @@ build_family() {
           go_build "$fam" "$src" "$out/$b" "./cmd/$b" "$LDBASE $x" "hack/tools/infercrane-node $INFERCRANE_NODE_VERSION ($NODE_GO_TOOLCHAIN)" || exit 1
         done
       ) ;;
+    containerd)
+      check_pin "$fam" "$src" "$CONTAINERD_MOD" "$CONTAINERD_VERSION" || return 1
+      for cmd in containerd containerd-shim-runc-v2 ctr; do
+        go_build "$fam" "$src" "$out/$cmd" "$CONTAINERD_MOD/cmd/$cmd" "$LDBASE $x" \
+          "$CONTAINERD_MOD@$CONTAINERD_VERSION" "$CONTAINERD_TAGS" || return 1
+      done ;;
+    cni-plugins)
+      check_pin "$fam" "$src" "$CNI_PLUGINS_MOD" "$CNI_PLUGINS_VERSION" || return 1
+      for plugin in "${CNI_PLUGINS[@]}"; do
+        go_build "$fam" "$src" "$out/${plugin##*/}" "$CNI_PLUGINS_MOD/plugins/$plugin" "$LDBASE $x" \
+          "$CNI_PLUGINS_MOD@$CNI_PLUGINS_VERSION" || return 1
+      done ;;
   esac
 }
 

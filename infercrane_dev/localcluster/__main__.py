@@ -3,8 +3,11 @@
 ``up`` starts the local control plane *detached* (the daemons outlive this
 command) and records how to stop it in DIR; ``down`` stops whatever DIR
 records and removes DIR.  ``up --node-pool NVIDIA-L40S=2x1`` (repeatable) adds
-simulated GPU nodes and implies ``--scheduling``; the node subcommands are in
-:mod:`.nodecommands`.  Exit codes: 0 ok, 1 failure, 2 bad usage.
+simulated GPU nodes and implies ``--scheduling``; ``up --real-node NVIDIA-L4=1x2``
+makes this machine a node whose Pods run (:mod:`.realnode`), and refuses in one line,
+exit 2, before starting anything, where it cannot run.  The node subcommands are in
+:mod:`.nodecommands`.  Exit codes: 0 ok, 1 failure, 2 bad usage or a machine that
+cannot run the real node.
 This entry point must not start a second cluster over a live one, and must
 never stop processes that DIR does not record.
 """
@@ -19,7 +22,9 @@ from pathlib import Path
 
 from . import nodecommands
 from .binaries import BinaryNotFoundError
+from .containerd import ImageImportError
 from .controlplane import ControlPlaneError, LocalControlPlane
+from .hostnet import POD_SUBNET
 from .nodepools import (
     DEFAULT_PRODUCT_LABEL,
     NodePool,
@@ -28,6 +33,8 @@ from .nodepools import (
     validate_label_name,
 )
 from .processes import ProcessStartError
+from .realnode import RealNodeError, RealNodeUnavailable, unavailable
+from .realnodes import RealNodeSpec, RealNodeSpecError, parse_real_node
 from .state import StateError, load_state, save_state, stop_recorded, teardown
 
 EXIT_OK = 0
@@ -62,6 +69,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     nodecommands.add_pool_argument(up, required=False)
     up.add_argument(
+        "--real-node",
+        metavar="PRODUCT=1xGPUS",
+        help="make this machine a node with GPUS fake GPUs of PRODUCT whose Pods really run "
+        "(root; implies --scheduling), e.g. NVIDIA-L4=1x2",
+    )
+    up.add_argument(
+        "--node-image",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="ARCHIVE",
+        help="OCI image archive to import into the real node (repeatable)",
+    )
+    up.add_argument(
+        "--sandbox-image",
+        default="",
+        metavar="REF",
+        help="the real node's pause image, one of the --node-image archives",
+    )
+    up.add_argument(
         "--gpu-product-label",
         default=DEFAULT_PRODUCT_LABEL,
         help=f"Node label holding the GPU product (default: {DEFAULT_PRODUCT_LABEL})",
@@ -83,6 +110,7 @@ def _up(
     scheduling: bool,
     pools: tuple[NodePool, ...],
     product_label: str,
+    real_node: RealNodeSpec | None,
 ) -> int:
     try:
         existing = load_state(state_dir)
@@ -106,15 +134,24 @@ def _up(
         scheduling=scheduling,
         node_pools=pools,
         gpu_product_label=product_label,
+        real_node=real_node,
     )
     try:
         plane.start()
-    except (BinaryNotFoundError, ControlPlaneError, ProcessStartError, OSError) as exc:
+    except (
+        BinaryNotFoundError,
+        ControlPlaneError,
+        ProcessStartError,
+        RealNodeUnavailable,
+        RealNodeError,
+        ImageImportError,
+        OSError,
+    ) as exc:
         # OSError covers the kubernetes client's connection errors while adding pools.
         if created_dir:
             shutil.rmtree(state_dir, ignore_errors=True)
         _err(f"start failed: {exc}")
-        return EXIT_FAILED
+        return EXIT_USAGE if isinstance(exc, RealNodeUnavailable) else EXIT_FAILED
 
     state = plane.detach()
     try:
@@ -132,6 +169,11 @@ def _up(
     print(f"scheduling: {'kube-scheduler + kwok' if state.scheduling else 'off'}")
     for pool in pools:
         print(f"node pool: {pool.spec} ({state.gpu_product_label}={pool.product})")
+    if real_node is not None:
+        print(
+            f"real node: {plane.real_node} {real_node.spec} "
+            f"({state.gpu_product_label}={real_node.product}, pods on {POD_SUBNET})"
+        )
     print(f"cold start: {state.cold_start_seconds:.1f}s")
     print(f"stop with: python -m infercrane_dev.localcluster down --dir {state_dir}")
     return EXIT_OK
@@ -155,6 +197,17 @@ def _down(state_dir: Path) -> int:
     return EXIT_OK
 
 
+def _real_node(args: argparse.Namespace) -> RealNodeSpec | None:
+    if args.real_node is None:
+        if args.node_image or args.sandbox_image:
+            raise RealNodeSpecError("--node-image and --sandbox-image go with --real-node")
+        return None
+    spec = parse_real_node(args.real_node)
+    if not args.sandbox_image:
+        raise RealNodeSpecError("--real-node needs --sandbox-image (the pause image's reference)")
+    return spec.with_images([p.absolute() for p in args.node_image], args.sandbox_image)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(list(argv) if argv is not None else None)
@@ -165,23 +218,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in NODE_COMMANDS:
         return nodecommands.run(args, state_dir)
     if args.command == "up":
-        if args.timeout <= 0:
-            _err("--timeout must be positive")
-            return EXIT_USAGE
-        try:
-            pools = parse_node_pools(args.node_pool)
-            label = validate_label_name(args.gpu_product_label)
-        except NodePoolError as exc:
-            _err(str(exc))
-            return EXIT_USAGE
-        return _up(
-            state_dir,
-            args.timeout,
-            scheduling=args.scheduling or bool(pools),
-            pools=pools,
-            product_label=label,
-        )
+        return _run_up(args, state_dir)
     return _down(state_dir)
+
+
+def _run_up(args: argparse.Namespace, state_dir: Path) -> int:
+    """``up`` after argparse: the inputs checked, then the machine, then the start."""
+    if args.timeout <= 0:
+        _err("--timeout must be positive")
+        return EXIT_USAGE
+    try:
+        pools = parse_node_pools(args.node_pool)
+        label = validate_label_name(args.gpu_product_label)
+        real_node = _real_node(args)
+    except (NodePoolError, RealNodeSpecError) as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    # Before anything starts: a machine that cannot run the node is refused in one line.
+    problem = None if real_node is None else unavailable()
+    if problem is not None:
+        _err(f"cannot start the real node: {problem}")
+        return EXIT_USAGE
+    return _up(
+        state_dir,
+        args.timeout,
+        scheduling=args.scheduling or bool(pools),
+        pools=pools,
+        product_label=label,
+        real_node=real_node,
+    )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ SCHEDULER_GROUPS: tuple[str, ...] = ()
 # deletion).  Without the Node authorizer there is no narrower built-in identity for that.
 KWOK_USER = "infercrane-kwok"
 KWOK_GROUPS: tuple[str, ...] = ("system:masters",)
+# The API server's identity towards kubelets (logs, exec); only a real node checks it.
+APISERVER_KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 
 # The apiserver's --service-cluster-ip-range.  A /12 (as kubeadm and Kind use) holds about
 # a million Services; the former /24 filled after ~250, which many-replica scenarios reach.
@@ -98,6 +100,14 @@ class ServiceAccountKeys:
 
     private_pem: bytes
     public_pem: bytes
+
+
+def load_ca(cert_pem: bytes, key_pem: bytes) -> CertificateAuthority:
+    """The CA of a running cluster, read back from its PEM files (to issue more certs)."""
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError("the cluster CA key is not an EC key")
+    return CertificateAuthority(key=key, certificate=x509.load_pem_x509_certificate(cert_pem))
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:
@@ -237,6 +247,7 @@ class ClusterPki:
     controller_manager: KeyPair
     scheduler: KeyPair
     kwok: KeyPair
+    apiserver_kubelet_client: KeyPair
     service_account: ServiceAccountKeys
 
 
@@ -256,5 +267,6 @@ def generate_cluster_pki() -> ClusterPki:
         ),
         scheduler=issue_client_cert(ca, SCHEDULER_USER, SCHEDULER_GROUPS),
         kwok=issue_client_cert(ca, KWOK_USER, KWOK_GROUPS),
+        apiserver_kubelet_client=issue_client_cert(ca, APISERVER_KUBELET_CLIENT_USER),
         service_account=generate_service_account_keys(),
     )

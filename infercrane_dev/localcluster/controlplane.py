@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self, TypeVar
 
-from . import health, kwok
+from . import health, kwok, realnode
 from .binaries import find_binary
 from .certs import (
     CONTROLLER_MANAGER_USER,
@@ -37,6 +37,7 @@ from .certs import (
     ClusterPki,
     KeyPair,
     generate_cluster_pki,
+    load_ca,
 )
 from .kubeconfig import (
     ADMIN_CONTEXT,
@@ -48,6 +49,8 @@ from .kubeconfig import (
 from .nodepools import DEFAULT_PRODUCT_LABEL, NodePool, PoolNode, validate_label_name
 from .ports import LOOPBACK, free_ports
 from .processes import ManagedProcess, release, start_process, wait_until_ready
+from .realnode import ClusterAccess, NodeLayout, RealNode, RealNodeUnavailable
+from .realnodes import RealNodeSpec
 from .state import ClusterState, teardown
 
 if TYPE_CHECKING:
@@ -150,6 +153,9 @@ class LocalControlPlane:
 
     ``scheduling=True`` adds kube-scheduler and kwok; ``node_pools`` (which imply
     scheduling) are created, and waited for until schedulable, at the end of :meth:`start`.
+    ``real_node`` (implies scheduling) makes this machine a node whose Pods really run
+    (:mod:`.realnode`); :meth:`start` refuses it before starting anything when the machine
+    cannot run one (:class:`.realnode.RealNodeUnavailable`).
     ``gpu_product_label`` is the Node label carrying the GPU product.
     """
 
@@ -163,13 +169,16 @@ class LocalControlPlane:
         scheduling: bool = False,
         node_pools: Sequence[NodePool] = (),
         gpu_product_label: str = DEFAULT_PRODUCT_LABEL,
+        real_node: RealNodeSpec | None = None,
     ) -> None:
         self._binaries = binaries
         self._base_dir = base_dir
         self._startup_timeout = startup_timeout
         self._stop_grace = stop_grace
-        self._scheduling = scheduling or bool(node_pools)
+        self._scheduling = scheduling or bool(node_pools) or real_node is not None
         self._node_pools = tuple(node_pools)
+        self._real_node_spec = real_node
+        self._real_node: RealNode | None = None
         self._gpu_product_label = validate_label_name(gpu_product_label)
         self._workdir: Path | None = None
         self._layout: _Layout | None = None
@@ -251,6 +260,10 @@ class LocalControlPlane:
         if self._scheduling:
             # A broken Stage file would only show up as Pods that never run; fail now.
             kwok.load_stages()
+        if self._real_node_spec is not None:
+            problem = realnode.unavailable()
+            if problem is not None:
+                raise RealNodeUnavailable(problem)
         if self._base_dir is not None:
             self._base_dir.mkdir(parents=True, exist_ok=True)
         self._workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=self._base_dir))
@@ -262,6 +275,8 @@ class LocalControlPlane:
             self._start_all(binaries, self._layout)
             for pool in self._node_pools:
                 self.add_node_pool(pool, wait_ready=self._startup_timeout)
+            if self._real_node_spec is not None:
+                self.add_real_node(self._real_node_spec)
         except BaseException as exc:
             try:
                 self.stop()
@@ -381,6 +396,7 @@ class LocalControlPlane:
             ("admin", pki.admin),
             ("provider", pki.provider),
             ("kube-controller-manager", pki.controller_manager),
+            ("apiserver-kubelet-client", pki.apiserver_kubelet_client),
         ):
             files[f"{stem}.crt"], files[f"{stem}.key"] = _write_pair(layout, stem, pair)
         files["sa.key"] = _write_private(layout.pem("sa.key"), pki.service_account.private_pem)
@@ -423,7 +439,9 @@ class LocalControlPlane:
         atexit.unregister(self._stop_at_exit)
         processes, self._processes = self._processes, []
         workdir = self._workdir
-        errors = teardown(processes, workdir, grace=self._stop_grace)
+        node, self._real_node = self._real_node, None
+        errors = [] if node is None else node.runtime.teardown(grace=self._stop_grace)
+        errors += teardown(processes, workdir, grace=self._stop_grace, keep_workdir=bool(errors))
         self._cold_start_seconds = None
         if errors:
             raise ControlPlaneError("stopping the local control plane: " + "; ".join(errors))
@@ -443,6 +461,7 @@ class LocalControlPlane:
             processes=[release(p) for p in self._processes],
             scheduling=self._scheduling,
             gpu_product_label=self._gpu_product_label,
+            real_node=None if self._real_node is None else self._real_node.runtime.to_json(),
         )
         self._detached = True
         atexit.unregister(self._stop_at_exit)
@@ -498,6 +517,46 @@ class LocalControlPlane:
                 wait_ready=wait_ready,
                 labels=labels,
             )
+
+    def add_real_node(self, spec: RealNodeSpec) -> str:
+        """Make this machine a node (see :mod:`.realnode`); return its name once it is usable.
+
+        Raises :class:`.realnode.RealNodeUnavailable` (nothing started) when the machine
+        cannot run one; a failure midway rolls the node back and leaves the host as before.
+        """
+        if not self._scheduling:
+            raise ControlPlaneError(
+                "a real node needs a control plane started with scheduling=True"
+            )
+        if self._real_node is not None:
+            raise ControlPlaneError(
+                f"this control plane already has real node {self._real_node.name}"
+            )
+        layout = self._require(self._layout, "add_real_node")
+        access = ClusterAccess(
+            server=self.server,
+            ca=load_ca(layout.pem("ca.crt").read_bytes(), layout.pem("ca.key").read_bytes()),
+            ca_file=layout.pem("ca.crt"),
+            admin_kubeconfig=layout.kubeconfig,
+            admin_context=ADMIN_CONTEXT,
+            logs=layout.logs,
+        )
+        node = RealNode(
+            spec,
+            access,
+            NodeLayout(layout.root / "node"),
+            product_label=self._gpu_product_label,
+            startup_timeout=self._startup_timeout,
+            stop_grace=self._stop_grace,
+        )
+        node.start()
+        self._real_node = node
+        return node.name
+
+    @property
+    def real_node(self) -> str | None:
+        """The real node's name, when this control plane has one."""
+        return None if self._real_node is None else self._real_node.name
 
     def delete_node(self, name: str, *, wait_gone: float | None = 30.0) -> None:
         """As admin, delete one simulated Node; see :func:`.nodes.delete_node`."""
@@ -564,6 +623,11 @@ def _apiserver_args(files: dict[str, Path], etcd_client_port: int, secure_port: 
         # lease reconciler would fail forever writing the kubernetes Service endpoints.
         "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
+        # Only a real node runs a kubelet; it is reached at its InternalIP (an address of this
+        # machine), never by a hostname that would need DNS.
+        "--kubelet-preferred-address-types=InternalIP",
+        f"--kubelet-client-certificate={files['apiserver-kubelet-client.crt']}",
+        f"--kubelet-client-key={files['apiserver-kubelet-client.key']}",
     ]
 
 

@@ -24,6 +24,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 SIMULATED_LABEL = "infercrane.dev/simulated-node"
 SIMULATED_VALUE = "kwok"
 NODE_NAME_PREFIX = "gpu-"
+# What GKE puts on GPU nodes; the apiserver's ExtendedResourceToleration admission adds the
+# matching toleration to every Pod requesting nvidia.com/gpu.  Simulated and real nodes share it.
+GPU_TAINT: Mapping[str, str] = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 
 # Per-node capacity besides the GPUs: roughly a cloud GPU VM, large enough that only the
 # GPU count ever limits scheduling in tests.
@@ -171,11 +174,7 @@ def node_manifest(
                 SIMULATED_LABEL: SIMULATED_VALUE,
             },
         },
-        "spec": {
-            # What GKE puts on GPU nodes; the apiserver's ExtendedResourceToleration
-            # admission adds the matching toleration to every Pod requesting nvidia.com/gpu.
-            "taints": [{"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}],
-        },
+        "spec": {"taints": [dict(GPU_TAINT)]},
         "status": {"capacity": dict(resources), "allocatable": dict(resources)},
     }
 

@@ -187,8 +187,12 @@ def start_process(
     *,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ManagedProcess:
-    """Start ``argv`` in a new session, stdout+stderr appended to ``log_path``."""
+    """Start ``argv`` in a new session, stdout+stderr appended to ``log_path``.
+
+    ``pass_fds`` stay open in the child (a lock it holds for us, see :mod:`.hostlock`).
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         # The command line heads the log so a failure report shows what was run.
@@ -201,6 +205,7 @@ def start_process(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
+            pass_fds=tuple(pass_fds),
             env=None if env is None else dict(env),
             cwd=cwd,
         )

@@ -18,6 +18,7 @@ from typing import Any
 
 from .nodepools import DEFAULT_PRODUCT_LABEL
 from .processes import ManagedProcess, ProcessStopError, stop_process
+from .realnode import RealNodeRuntime
 
 STATE_FILE = "state.json"
 _FORMAT_VERSION = 1
@@ -40,6 +41,8 @@ class ClusterState:
     # Later node commands (add-pool, nodes) need both; records without them predate them.
     scheduling: bool = False
     gpu_product_label: str = DEFAULT_PRODUCT_LABEL
+    # The real node's runtime record (realnode.RealNodeRuntime.to_json), torn down first.
+    real_node: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +56,7 @@ class ClusterState:
             "processes": [p.to_record() for p in self.processes],
             "scheduling": self.scheduling,
             "gpu_product_label": self.gpu_product_label,
+            "real_node": self.real_node,
         }
 
     @classmethod
@@ -69,10 +73,12 @@ class ClusterState:
             processes=[ManagedProcess.from_record(p) for p in data["processes"]],
             scheduling=bool(data.get("scheduling", False)),
             gpu_product_label=str(data.get("gpu_product_label", DEFAULT_PRODUCT_LABEL)),
+            real_node=data.get("real_node"),
         )
 
     def any_running(self) -> bool:
-        return any(p.is_running() for p in self.processes)
+        node = [] if self.real_node is None else RealNodeRuntime.from_json(self.real_node).processes
+        return any(p.is_running() for p in [*self.processes, *node])
 
 
 def save_state(state_dir: Path, state: ClusterState) -> Path:
@@ -98,11 +104,18 @@ def load_state(state_dir: Path) -> ClusterState | None:
         raise StateError(f"cannot read {path}: {exc}") from exc
 
 
-def teardown(processes: list[ManagedProcess], workdir: Path | None, *, grace: float) -> list[str]:
+def teardown(
+    processes: list[ManagedProcess],
+    workdir: Path | None,
+    *,
+    grace: float,
+    keep_workdir: bool = False,
+) -> list[str]:
     """Stop ``processes`` newest first, then delete ``workdir``; return errors.
 
     Every step is attempted even if an earlier one fails, so a single stuck
-    daemon does not leave the others running.
+    daemon does not leave the others running.  ``keep_workdir`` keeps it for inspection
+    (the real node's teardown failed: something may still be mounted there).
     """
     errors: list[str] = []
     for process in reversed(processes):
@@ -111,9 +124,9 @@ def teardown(processes: list[ManagedProcess], workdir: Path | None, *, grace: fl
         except (ProcessStopError, OSError) as exc:
             errors.append(str(exc))
     if workdir is not None and workdir.exists():
-        if errors:
+        if errors or keep_workdir:
             # Something may still write there; keep it (and its logs) for inspection.
-            errors.append(f"kept {workdir} because processes survived")
+            errors.append(f"kept {workdir} because its processes or mounts survived")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
             if workdir.exists():
@@ -130,7 +143,9 @@ def stop_recorded(state_dir: Path, *, grace: float = 15.0) -> tuple[bool, list[s
     state = load_state(state_dir)
     if state is None:
         return False, []
-    errors = teardown(state.processes, state.workdir, grace=grace)
+    node = None if state.real_node is None else RealNodeRuntime.from_json(state.real_node)
+    errors = [] if node is None else node.teardown(grace=grace)
+    errors += teardown(state.processes, state.workdir, grace=grace, keep_workdir=bool(errors))
     if not errors:
         shutil.rmtree(state_dir, ignore_errors=True)
     return True, errors

@@ -465,4 +465,5 @@ def test_state_recorded_before_scheduling_existed_still_loads(tmp_path: Path) ->
     assert state.to_json() == old | {
         "scheduling": False,
         "gpu_product_label": "nvidia.com/gpu.product",
+        "real_node": None,
     }

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 import yaml
@@ -51,6 +51,13 @@ LOCAL_BINARIES = (
 )
 
 
+def unavailable(reason: str) -> NoReturn:
+    """Skip with ``reason``; fail instead when INFERCRANE_REQUIRE_TOOLS=1, as in CI."""
+    if os.environ.get("INFERCRANE_REQUIRE_TOOLS") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 def require_toolchain(names: tuple[str, ...] = LOCAL_BINARIES) -> Path:
     """The tools' bin dir; skips (fails when INFERCRANE_REQUIRE_TOOLS=1, as in CI) if incomplete."""
     try:
@@ -58,10 +65,7 @@ def require_toolchain(names: tuple[str, ...] = LOCAL_BINARIES) -> Path:
             find_binary(name)
         return find_binary("pulumi").parent
     except BinaryNotFoundError as missing:
-        reason = f"hermetic toolchain missing ({missing}); run `make tools`"
-        if os.environ.get("INFERCRANE_REQUIRE_TOOLS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(f"hermetic toolchain missing ({missing}); run `make tools`")
 
 
 def show(config: pytest.Config, text: str) -> None:
