@@ -25,8 +25,7 @@ from infercrane_pulumi.cluster.client import (
     object_subject,
     raise_for_status,
 )
-from infercrane_pulumi.cluster.preflight import conflict_problems
-from infercrane_pulumi.errors import OwnershipError
+from infercrane_pulumi.cluster.preflight import dry_run_refusal
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.manifests import Manifest
@@ -42,9 +41,9 @@ def objects(settings: KubernetesSettings, desired: Sequence[ReplicaIntent]) -> l
 
 def dry_run(cluster: Cluster, obj: Manifest) -> Response:
     response = cluster.dry_run_apply(obj)
-    problems = conflict_problems(obj, response)
-    if problems:
-        raise OwnershipError(problems)
+    refusal = dry_run_refusal([obj], [response])
+    if refusal is not None:
+        raise refusal
     return response
 
 
