@@ -1,17 +1,23 @@
 """``make demo``: a disposable control plane, the shipped bootstrap, and a real ``pulumi up``.
 
-Starts etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on loopback with
-two simulated GPU node pools, applies ``deploy/kubernetes`` as admin, creates the worker Secret
-without echoing it, then, as the provider identity bound only to the shipped Roles, runs the
-real Pulumi engine on ``stacks/Pulumi.demo.yaml`` and shows what it made: every owned object
-with its field managers, and each replica's observed state (one ready on a simulated L40S node,
-one provisioning with the scheduler's reason). Tears everything down unless ``--keep``.
-The passphrase below protects only this throwaway demo state.
+Starts etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on loopback, with
+this machine as a **real node** (kubelet, containerd) holding one NVIDIA-L40S GPU and a
+simulated H100 pool; applies ``deploy/kubernetes`` as admin, creates the worker Secret without
+echoing it, then, as the provider identity bound only to the shipped Roles, runs the real
+Pulumi engine on ``stacks/Pulumi.demo.yaml`` (whose images are the stand-in servers the node
+holds) and shows what it made: every owned object with its field managers, each replica's
+observed state (the L40S one ready on the real node, the L4 one provisioning with the
+scheduler's reason), and the served model fetched from the host through the L40S replica's
+Service, with the worker key and without it. Where a real node cannot run here (not root, no
+cgroups, ...), one line says why and a simulated L40S node stands in. Tears everything down
+unless ``--keep``. The passphrase below protects only this throwaway demo state.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import shutil
 import sys
 import tempfile
@@ -23,21 +29,26 @@ from infercrane_dev import DEPLOY_DIR, REPO_ROOT
 from infercrane_dev.localcluster import LocalControlPlane, find_binary
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.localcluster.nodepools import NodePool
+from infercrane_dev.localcluster.realnode import unavailable
+from infercrane_dev.localcluster.realnodes import RealNodeSpec
 from infercrane_dev.localcluster.state import save_state
-from infercrane_pulumi import automation, views
+from infercrane_pulumi import automation, naming, views
 from infercrane_pulumi.cluster import client, doctor, observe
 from infercrane_pulumi.intents import StackConfig, load_stack_file, stack_file
+from infercrane_pulumi.kinds import SERVICE
 
 PROJECT_DIR = REPO_ROOT
 DEMO_STACK = "demo"
 DEMO_PASSPHRASE = "infercrane-demo-only"  # documented; the demo state is thrown away
-# One pool serves the demo's L40S intent; no pool has the L4 its other intent asks for.
-POOLS = (
-    NodePool("NVIDIA-L40S", nodes=1, gpus_per_node=1),
-    NodePool("NVIDIA-H100-80GB-HBM3", nodes=1, gpus_per_node=8),
-)
-POOL_PRODUCTS = frozenset(pool.product for pool in POOLS)
-SETTLE_SECONDS = 90
+REAL_NODE_KEY = "demo-qwen3-8b-r0"  # the demo stack's L40S intent
+# The real node (or, where it cannot run, a simulated pool) serves the demo's L40S intent; no
+# node has the L4 its other intent asks for.
+REAL_NODE = RealNodeSpec("NVIDIA-L40S", gpus=1)
+SIMULATED_L40S = NodePool(REAL_NODE.product, nodes=1, gpus_per_node=REAL_NODE.gpus)
+H100_POOL = NodePool("NVIDIA-H100-80GB-HBM3", nodes=1, gpus_per_node=8)
+PRODUCTS_WITH_NODES = frozenset({REAL_NODE.product, H100_POOL.product})
+SETTLE_SECONDS = 120
+HTTP_TIMEOUT_SECONDS = 10
 
 
 def show(found: Sequence[observe.ReplicaObservation]) -> None:
@@ -60,25 +71,70 @@ def settle(cluster: client.Cluster, config: StackConfig) -> list[observe.Replica
     while True:
         found = observe.observe(cluster, config)
         gpus = {i.external_key: i.gpu for i in config.replicas}
-        waiting = [o for o in found if o.state != "ready" and gpus[o.external_key] in POOL_PRODUCTS]
+        waiting = [
+            o for o in found if o.state != "ready" and gpus[o.external_key] in PRODUCTS_WITH_NODES
+        ]
         if not waiting or time.monotonic() > deadline:
             return found
         time.sleep(1)
 
 
+def start_control_plane() -> LocalControlPlane:
+    """With the real node where this machine can run one, else a simulated L40S pool."""
+    problem = unavailable()
+    if problem is None:
+        plane = LocalControlPlane(node_pools=[H100_POOL], real_node=REAL_NODE).start()
+        print(
+            f"control plane up in {plane.cold_start_seconds:.1f}s at {plane.server}: real node "
+            f"{plane.real_node} ({REAL_NODE.spec}: kubelet + containerd, Pods really run), "
+            f"simulated pool {H100_POOL.spec}"
+        )
+        return plane
+    print(f"no real node here ({problem}): a simulated {SIMULATED_L40S.spec} node stands in")
+    plane = LocalControlPlane(node_pools=[SIMULATED_L40S, H100_POOL]).start()
+    print(
+        f"control plane up in {plane.cold_start_seconds:.1f}s at {plane.server} with simulated "
+        f"GPU node pools {SIMULATED_L40S.spec}, {H100_POOL.spec}"
+    )
+    return plane
+
+
+def served_models(
+    admin: client.Cluster, config: StackConfig, key: str, worker_key: str
+) -> list[str]:
+    """What the replica of ``key`` answers on ``GET /v1/models`` from this host, through its
+    Service's ClusterIP: with the worker key, and without it."""
+    [intent] = [i for i in config.replicas if i.external_key == key]
+    service = admin.get(SERVICE, config.kubernetes.namespace, naming.object_name(key))
+    assert service is not None
+    address = f"{service['spec']['clusterIP']}:{intent.effective_port}"
+    lines = []
+    for label, headers in (
+        ("with the worker key", {"Authorization": f"Bearer {worker_key}"}),
+        ("without it", {}),
+    ):
+        connection = http.client.HTTPConnection(address, timeout=HTTP_TIMEOUT_SECONDS)
+        try:
+            connection.request("GET", "/v1/models", headers=headers)
+            answer = connection.getresponse()
+            body = json.loads(answer.read() or b"{}")
+        finally:
+            connection.close()
+        models = [f"{m.get('id')} (revision {m.get('revision')})" for m in body.get("data", [])]
+        shown = ", ".join(models) or (body.get("error") or {}).get("message", "")
+        lines.append(f"GET http://{address}/v1/models {label}: {answer.status} {shown}")
+    return lines
+
+
 def run(*, keep: bool, state_root: Path) -> int:
     bin_dir = find_binary("pulumi").parent
     config = load_stack_file(stack_file(PROJECT_DIR, DEMO_STACK))
-    control_plane = LocalControlPlane(node_pools=POOLS).start()
+    control_plane = start_control_plane()
     try:
-        print(
-            f"control plane up in {control_plane.cold_start_seconds:.1f}s at {control_plane.server}"
-            f" with simulated GPU node pools {', '.join(pool.spec for pool in POOLS)}"
-        )
         with control_plane.api_client(control_plane.admin_context) as admin:
-            bootstrap_namespace(
+            worker_key = bootstrap_namespace(
                 admin, config.kubernetes.namespace, deploy_dir=DEPLOY_DIR, observe=True
-            )
+            ).worker_secret_value
         print(
             "bootstrapped deploy/kubernetes (with the optional Pod reader) and the worker Secret "
             "(value not shown)"
@@ -107,7 +163,14 @@ def run(*, keep: bool, state_root: Path) -> int:
             options=automation.RunOptions(on_output=print),
         )
         print(f"\n{views.summary_line(result)} in {time.monotonic() - started:.1f}s")
-        show(settle(provider, config))
+        found = settle(provider, config)
+        show(found)
+        if control_plane.real_node is not None:
+            print("\nThe L40S replica's stand-in server, asked from this host through its Service:")
+            with control_plane.api_client(control_plane.admin_context) as admin:
+                cluster = client.Cluster(client.RestTransport(admin), context="admin")
+                for line in served_models(cluster, config, REAL_NODE_KEY, worker_key):
+                    print(f"  {line}")
         if keep:
             state = control_plane.detach()
             save_state(state_root / "localcluster", state)

@@ -20,6 +20,11 @@ from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
 Manifest = dict[str, Any]
 
 CONTAINER_NAME = "runtime"
+# The official vllm/vllm-openai image's ENTRYPOINT changed between releases
+# (["python3", "-m", "vllm.entrypoints.openai.api_server"], then ["vllm", "serve"]), and args
+# given for one generation fail on the other. Both generations ship this module and run it as
+# the OpenAI server with --model, so the container names its command itself.
+VLLM_COMMAND = ("python3", "-m", "vllm.entrypoints.openai.api_server")
 PORT_NAME = "http"
 WORKER_KEY_ENV = ("INFERCRANE_WORKER_API_KEY", "VLLM_API_KEY")
 
@@ -46,7 +51,7 @@ def container_args(intent: ReplicaIntent) -> list[str]:
         for name, value in values.items():
             command = [entry.replace(f"${{{name}}}", value) for entry in command]
         return command + list(intent.runtime_args)
-    args = ["serve", intent.model, "--host", "0.0.0.0", "--port", str(intent.effective_port)]
+    args = ["--model", intent.model, "--host", "0.0.0.0", "--port", str(intent.effective_port)]
     if intent.model_revision is not None:
         args += ["--revision", intent.model_revision]
     return args + list(intent.runtime_args)
@@ -55,12 +60,16 @@ def container_args(intent: ReplicaIntent) -> list[str]:
 def runtime_container(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
     workload = intent.workload
     gpu = {settings.gpu_resource: "1"}
-    argv_field = "args" if workload is None else "command"
+    argv: Manifest = (
+        {"command": list(VLLM_COMMAND), "args": container_args(intent)}
+        if workload is None
+        else {"command": container_args(intent)}
+    )
     container: Manifest = {
         "name": CONTAINER_NAME,
         "image": settings.image_digest if workload is None else workload.image,
         "imagePullPolicy": "IfNotPresent",
-        argv_field: container_args(intent),
+        **argv,
         "ports": [{"name": PORT_NAME, "containerPort": intent.effective_port, "protocol": "TCP"}],
         "env": [
             {

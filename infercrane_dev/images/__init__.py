@@ -2,12 +2,12 @@
 a pause image and stand-ins of the vLLM and SGLang images (see ``README.md`` beside this file).
 
 ``build_images(bin_dir, out_dir)`` writes one image-layout archive per image of the catalog
-and returns each image's name, tag, manifest digest, digest-pinned reference and archive;
-``import_command`` is the ctr command that loads one into containerd. Dev-only: the product
-never imports this package.
+and returns each image's name, tag, manifest digest, digest-pinned reference and archive; the
+real node (``localcluster.realnode``) builds and imports them when it starts. Dev-only: the
+product never imports this package.
 """
 
-from .build import BuiltImage, ImageBuildError, build_images, host_platform, import_command
+from .build import BuiltImage, ImageBuildError, build_images, host_platform
 from .catalog import IMAGES, REPOSITORY_PREFIX, ImageSpec
 
 __all__ = [
@@ -18,5 +18,4 @@ __all__ = [
     "ImageSpec",
     "build_images",
     "host_platform",
-    "import_command",
 ]

@@ -82,30 +82,6 @@ def build_images(bin_dir: Path, out_dir: Path) -> list[BuiltImage]:
     return built
 
 
-def import_command(
-    ctr: Path, address: Path, image: BuiltImage, *, namespace: str = "k8s.io"
-) -> list[str]:
-    """ctr's import of one archive, naming it ``<name>:<tag>`` and ``<name>@<digest>``.
-
-    ``--base-name`` both filters the archive's names and prefixes the digest image's name;
-    ``--digests`` creates that digest image, which the CRI needs to resolve a digest-pinned
-    reference without a registry.
-    """
-    return [
-        str(ctr),
-        "--address",
-        str(address),
-        "--namespace",
-        namespace,
-        "images",
-        "import",
-        "--base-name",
-        image.name,
-        "--digests",
-        str(image.archive),
-    ]
-
-
 def _container_config(spec: ImageSpec) -> dict[str, Any]:
     config: dict[str, Any] = {"Env": [PATH_ENV]}
     if spec.entrypoint is not None:

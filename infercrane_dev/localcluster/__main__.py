@@ -75,20 +75,6 @@ def _parser() -> argparse.ArgumentParser:
         "(root; implies --scheduling), e.g. NVIDIA-L4=1x2",
     )
     up.add_argument(
-        "--node-image",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="ARCHIVE",
-        help="OCI image archive to import into the real node (repeatable)",
-    )
-    up.add_argument(
-        "--sandbox-image",
-        default="",
-        metavar="REF",
-        help="the real node's pause image, one of the --node-image archives",
-    )
-    up.add_argument(
         "--gpu-product-label",
         default=DEFAULT_PRODUCT_LABEL,
         help=f"Node label holding the GPU product (default: {DEFAULT_PRODUCT_LABEL})",
@@ -174,6 +160,8 @@ def _up(
             f"real node: {plane.real_node} {real_node.spec} "
             f"({state.gpu_product_label}={real_node.product}, pods on {POD_SUBNET})"
         )
+        for name, reference in plane.node_images.items():
+            print(f"node image: {name} {reference}")
     print(f"cold start: {state.cold_start_seconds:.1f}s")
     print(f"stop with: python -m infercrane_dev.localcluster down --dir {state_dir}")
     return EXIT_OK
@@ -198,14 +186,7 @@ def _down(state_dir: Path) -> int:
 
 
 def _real_node(args: argparse.Namespace) -> RealNodeSpec | None:
-    if args.real_node is None:
-        if args.node_image or args.sandbox_image:
-            raise RealNodeSpecError("--node-image and --sandbox-image go with --real-node")
-        return None
-    spec = parse_real_node(args.real_node)
-    if not args.sandbox_image:
-        raise RealNodeSpecError("--real-node needs --sandbox-image (the pause image's reference)")
-    return spec.with_images([p.absolute() for p in args.node_image], args.sandbox_image)
+    return None if args.real_node is None else parse_real_node(args.real_node)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

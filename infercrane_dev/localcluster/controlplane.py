@@ -558,6 +558,11 @@ class LocalControlPlane:
         """The real node's name, when this control plane has one."""
         return None if self._real_node is None else self._real_node.name
 
+    @property
+    def node_images(self) -> dict[str, str]:
+        """The real node's images: catalog name -> digest-pinned reference (none without one)."""
+        return {} if self._real_node is None else dict(self._real_node.runtime.images)
+
     def delete_node(self, name: str, *, wait_gone: float | None = 30.0) -> None:
         """As admin, delete one simulated Node; see :func:`.nodes.delete_node`."""
         from .nodes import delete_node

@@ -3,7 +3,8 @@
 Start order (each step's readiness polled with a deadline while watching for early exit, and
 everything rolled back if one fails): the machine lock's holder (:mod:`.hostlock`), a record
 of the host (:mod:`.hoststate`), the bridge (:mod:`.hostnet`), containerd (then the image
-archives are imported), the kubelet (Ready in the API), the fake-GPU device plugin (the Node
+stand-in images of :mod:`infercrane_dev.images`, built from the tools bin dir, are imported),
+the kubelet (Ready in the API), the fake-GPU device plugin (the Node
 allocates the GPUs), kube-proxy (healthy).  :meth:`RealNodeRuntime.teardown` stops them in
 reverse, kills what containers are left, unmounts, removes the bridge and the ``KUBE-*``
 chains and puts the host back as recorded; it also works from the record ``down`` reads.
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from infercrane_dev.images import build_images
 
 from . import containerd, health, hostlock, hostnet, hoststate
 from .binaries import BinaryNotFoundError, find_binary
@@ -74,6 +77,8 @@ KUBE_PROXY_USER = "system:kube-proxy"
 # A unix socket path holds at most 107 bytes.
 _MAX_SOCKET_PATH = 107
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The catalog image containerd runs as every Pod's sandbox.
+SANDBOX_IMAGE = "pause"
 
 
 class RealNodeUnavailable(RuntimeError):
@@ -211,10 +216,14 @@ class RealNodeRuntime:
     baseline: hoststate.HostBaseline | None = None
     # In start order; teardown walks it backwards.
     processes: list[ManagedProcess] = field(default_factory=list)
+    # The images the node holds: catalog name (``pause``, ``vllm-openai-standin``, ...) ->
+    # the digest-pinned reference a Pod names.
+    images: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "images": self.images,
             "root": str(self.layout.root),
             "lock_holder": None if self.lock_holder is None else self.lock_holder.to_record(),
             "baseline": None if self.baseline is None else self.baseline.to_json(),
@@ -231,6 +240,7 @@ class RealNodeRuntime:
             lock_holder=None if holder is None else ManagedProcess.from_record(holder),
             baseline=None if baseline is None else hoststate.HostBaseline.from_json(baseline),
             processes=[ManagedProcess.from_record(p) for p in data["processes"]],
+            images=dict(data.get("images") or {}),
         )
 
     def teardown(self, *, grace: float) -> list[str]:
@@ -357,7 +367,9 @@ class RealNode:
             layout.root, self._cluster.logs / "real-node-lock.log"
         )
         runtime.baseline = hoststate.HostBaseline.capture()
-        self._write_files()
+        built = build_images(find_binary("infercrane-pause").parent, layout.root / "images")
+        runtime.images = {image.name.rsplit("/", 1)[1]: image.reference for image in built}
+        self._write_files(sandbox_image=runtime.images[SANDBOX_IMAGE])
         self._bind_identities()
         hostnet.ensure_bridge()
         with self._admin() as api:
@@ -367,13 +379,11 @@ class RealNode:
                 "containerd", [str(find_binary("containerd")), *containerd.containerd_args(paths)]
             )
             self._wait(running, lambda: _succeeds(containerd.images, ctr, paths.address))
-            containerd.import_images(ctr, paths.address, spec.images)
+            containerd.import_images(ctr, paths.address, [image.archive for image in built])
             held = containerd.images(ctr, paths.address)
-            if spec.sandbox_image not in held:
-                raise RealNodeError(
-                    f"sandbox image {spec.sandbox_image} is not among the imported images "
-                    f"({', '.join(sorted(held)) or 'none'})"
-                )
+            missing = sorted(set(runtime.images.values()) - set(held))
+            if missing:
+                raise RealNodeError(f"images not held after their import: {', '.join(missing)}")
             kubelet = self._spawn(
                 "kubelet",
                 [
@@ -425,8 +435,8 @@ class RealNode:
 
         return new_api_client(self._cluster.admin_kubeconfig, self._cluster.admin_context)
 
-    def _write_files(self) -> None:
-        layout, cluster, spec = self._layout, self._cluster, self.spec
+    def _write_files(self, *, sandbox_image: str) -> None:
+        layout, cluster = self._layout, self._cluster
         paths = layout.containerd
         for directory in (paths.base, layout.cni_bin, layout.cni_conf, layout.kubelet.base):
             directory.mkdir(parents=True, exist_ok=True)
@@ -435,7 +445,7 @@ class RealNode:
         config = containerd.containerd_config(
             paths,
             runc=Path(runc),
-            sandbox_image=spec.sandbox_image,
+            sandbox_image=sandbox_image,
             cni_bin_dir=layout.cni_bin,
             cni_conf_dir=layout.cni_conf,
         )

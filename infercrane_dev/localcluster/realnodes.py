@@ -10,19 +10,16 @@ label: kwok must never manage it.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from infercrane_pulumi.validators import DNS_SUBDOMAIN
 
 from .nodepools import GPU_TAINT, NodePoolError, parse_node_pool
 
 REAL_NODE_SYNTAX = "PRODUCT=1xGPUS, e.g. NVIDIA-L4=1x2"
 # The Node name is the machine's hostname, which is what the kubelet registers by default; it
 # must be a DNS subdomain (lowercase) to be a Node name.
-_DNS_SUBDOMAIN = re.compile(
-    r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$"
-)
 
 
 class RealNodeSpecError(ValueError):
@@ -31,17 +28,11 @@ class RealNodeSpecError(ValueError):
 
 @dataclass(frozen=True)
 class RealNodeSpec:
-    """One real node with ``gpus`` GPUs of ``product``.
-
-    ``images`` are OCI image-layout archives imported into the node's containerd before the
-    kubelet starts (Pods never pull: every registry points at a closed loopback port).
-    ``sandbox_image`` is the pause image's reference; it must be one of ``images``.
-    """
+    """One real node with ``gpus`` GPUs of ``product``; it runs the stand-in images of
+    :mod:`infercrane_dev.images`, which it builds and imports when it starts."""
 
     product: str
     gpus: int
-    images: tuple[Path, ...] = field(default=())
-    sandbox_image: str = ""
 
     def __post_init__(self) -> None:
         try:
@@ -52,9 +43,6 @@ class RealNodeSpec:
     @property
     def spec(self) -> str:
         return f"{self.product}=1x{self.gpus}"
-
-    def with_images(self, images: Sequence[Path], sandbox_image: str) -> RealNodeSpec:
-        return RealNodeSpec(self.product, self.gpus, tuple(images), sandbox_image)
 
 
 def parse_real_node(spec: str) -> RealNodeSpec:
@@ -76,7 +64,7 @@ def parse_real_node(spec: str) -> RealNodeSpec:
 def node_name(hostname: str) -> str:
     """The Node name for ``hostname``, as the kubelet derives it (lowercased)."""
     name = hostname.strip().lower()
-    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
         raise RealNodeSpecError(
             f"hostname {hostname!r} is not a valid Node name (a lowercase DNS subdomain)"
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infercrane_dev.images import BuiltImage, build_images, digests, host_platform, import_command
+from infercrane_dev.images import BuiltImage, build_images, digests, host_platform
 
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DIR, FILE, LINK = tarfile.DIRTYPE, tarfile.REGTYPE, tarfile.SYMTYPE
@@ -161,21 +161,3 @@ def test_an_archive_is_a_valid_layout_of_exactly_its_image(
         for path, kind, _, _ in layer
         if kind == FILE
     }
-
-
-def test_import_command(built: list[BuiltImage]) -> None:
-    image = by_name(built, "pause")
-    command = import_command(Path("/opt/ctr"), Path("/run/c.sock"), image)
-    assert command == [
-        "/opt/ctr",
-        "--address",
-        "/run/c.sock",
-        "--namespace",
-        "k8s.io",
-        "images",
-        "import",
-        "--base-name",
-        "infercrane.local/standins/pause",
-        "--digests",
-        str(image.archive),
-    ]

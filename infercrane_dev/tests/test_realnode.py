@@ -23,9 +23,8 @@ from infercrane_dev.localcluster import __main__ as cli
 from infercrane_dev.localcluster.nodepools import SIMULATED_LABEL
 from infercrane_dev.localcluster.realnode import unavailable as machine_unfit
 from infercrane_dev.tests.realnode_fixtures import (
+    SERVER_IMAGE,
     SERVER_PORT,
-    NodeImages,
-    build_node_images,
     node_spec,
     require_real_node,
 )
@@ -39,14 +38,9 @@ NAMESPACE = "default"
 
 
 @pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> NodeImages:
+def plane() -> Iterator[LocalControlPlane]:
     require_real_node()
-    return build_node_images(tmp_path_factory.mktemp("images"))
-
-
-@pytest.fixture(scope="module")
-def plane(images: NodeImages) -> Iterator[LocalControlPlane]:
-    with LocalControlPlane(scheduling=True, real_node=node_spec(images)) as started:
+    with LocalControlPlane(scheduling=True, real_node=node_spec()) as started:
         yield started
 
 
@@ -96,9 +90,9 @@ def test_the_node_is_this_machine_with_its_gpus(
 
 
 def test_a_deployment_runs_and_answers_on_its_cluster_ip(
-    plane: LocalControlPlane, core: client.CoreV1Api, images: NodeImages
+    plane: LocalControlPlane, core: client.CoreV1Api
 ) -> None:
-    image = images.server
+    image = plane.node_images[SERVER_IMAGE]
     labels = {"app": "standin"}
     with plane.api_client(plane.admin_context) as api:
         client.AppsV1Api(api).create_namespaced_deployment(
@@ -155,9 +149,9 @@ def test_a_deployment_runs_and_answers_on_its_cluster_ip(
 
 
 def test_more_gpus_than_the_node_has_stays_pending(
-    core: client.CoreV1Api, images: NodeImages
+    plane: LocalControlPlane, core: client.CoreV1Api
 ) -> None:
-    image = images.server
+    image = plane.node_images[SERVER_IMAGE]
     core.create_namespaced_pod(
         NAMESPACE,
         {  # type: ignore[arg-type]
@@ -186,7 +180,7 @@ def test_a_second_real_node_is_refused_in_one_line(
     problem = machine_unfit()
     assert problem is not None and str(plane.workdir / "node") in problem
     argv = ["up", "--dir", str(tmp_path / "second"), "--real-node", "NVIDIA-L4=1x1"]
-    assert cli.main([*argv, "--sandbox-image", "x@sha256:" + "0" * 64]) == 2
+    assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a real node already runs on this machine" in err
     assert not (tmp_path / "second").exists()

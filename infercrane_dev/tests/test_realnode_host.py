@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from infercrane_dev.localcluster import LocalControlPlane
-from infercrane_dev.localcluster.realnode import RealNodeError
+from infercrane_dev.images import BuiltImage, build_images
+from infercrane_dev.localcluster import LocalControlPlane, realnode
+from infercrane_dev.localcluster.containerd import ImageImportError
 from infercrane_dev.tests.hostsnapshot import differences, snapshot
 from infercrane_dev.tests.realnode_fixtures import (
-    build_node_images,
+    SANDBOX_IMAGE,
     node_spec,
     require_real_node,
 )
@@ -30,11 +31,10 @@ def _phase(pod: Any) -> str:
     return str(pod.status.phase)
 
 
-def test_stop_leaves_the_host_as_before(tmp_path: Path) -> None:
+def test_stop_leaves_the_host_as_before() -> None:
     require_real_node()
-    images = build_node_images(tmp_path)
     before = snapshot()
-    with LocalControlPlane(scheduling=True, real_node=node_spec(images, gpus=1)) as plane:
+    with LocalControlPlane(scheduling=True, real_node=node_spec(gpus=1)) as plane:
         # A running Pod: a sandbox, a veth, a netns, mounts, cgroups and conntrack entries.
         with plane.api_client(plane.admin_context) as api:
             core = client.CoreV1Api(api)
@@ -49,7 +49,7 @@ def test_stop_leaves_the_host_as_before(tmp_path: Path) -> None:
                         "containers": [
                             {
                                 "name": "pause",
-                                "image": images.sandbox,
+                                "image": plane.node_images[SANDBOX_IMAGE],
                                 "resources": {"limits": {"nvidia.com/gpu": "1"}},
                             }
                         ]
@@ -65,14 +65,20 @@ def test_stop_leaves_the_host_as_before(tmp_path: Path) -> None:
     assert differences(before, snapshot()) == {}
 
 
-def test_a_start_that_fails_midway_leaves_the_host_as_before(tmp_path: Path) -> None:
+def test_a_start_that_fails_midway_leaves_the_host_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     require_real_node()
-    images = build_node_images(tmp_path)
     before = snapshot()
-    # containerd starts and imports the images; the missing sandbox image then stops the start.
-    spec = node_spec(images).with_images(
-        images.archives, "infercrane.local/none@sha256:" + "0" * 64
-    )
-    with pytest.raises(RealNodeError, match=r"sandbox image infercrane\.local/none@sha256:0"):
-        LocalControlPlane(scheduling=True, real_node=spec).start()
+
+    def one_archive_damaged(bin_dir: Path, out_dir: Path) -> list[BuiltImage]:
+        built = build_images(bin_dir, out_dir)
+        built[-1].archive.write_bytes(built[-1].archive.read_bytes()[:4096])
+        return built
+
+    # containerd starts, then an image import fails: one line naming the image, and rollback.
+    monkeypatch.setattr(realnode, "build_images", one_archive_damaged)
+    with pytest.raises(ImageImportError, match=r"^image .*/runtime-standin\.oci\.tar: ") as failed:
+        LocalControlPlane(scheduling=True, real_node=node_spec()).start()
+    assert "\n" not in str(failed.value)
     assert differences(before, snapshot()) == {}

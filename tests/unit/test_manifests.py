@@ -53,7 +53,8 @@ CONTAINER = {
     "name": "runtime",
     "image": samples.IMAGE,
     "imagePullPolicy": "IfNotPresent",
-    "args": ["serve", "Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "8000"],
+    "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+    "args": ["--model", "Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "8000"],
     "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}],
     "env": [
         {"name": "INFERCRANE_WORKER_API_KEY", "valueFrom": SECRET_REF},
@@ -130,11 +131,11 @@ def test_resource_id_names_api_namespace_and_name() -> None:
     assert naming.resource_id(config.kubernetes, KEY) == f"kubernetes:kserve:team-a/{NAME}"
 
 
-def test_revision_and_runtime_args_follow_the_serve_args() -> None:
+def test_revision_and_runtime_args_follow_the_server_args() -> None:
     replica = samples.replica(modelRevision="0123abcd", runtimeArgs=["--max-model-len", "8192"])
     [deployment, _] = objects(samples.kubernetes(), replica)
     assert deployment["spec"]["template"]["spec"]["containers"][0]["args"] == [
-        "serve",
+        "--model",
         "Qwen/Qwen3-8B",
         "--host",
         "0.0.0.0",

@@ -65,7 +65,7 @@ def test_each_key_gets_its_change_and_only_changed_fields_show(repo: Path) -> No
         f" metadata:\n   annotations:\n"
         f"-    infercrane.dev/intent-hash: {old}\n+    infercrane.dev/intent-hash: {new}\n"
     )
-    argv = ["serve", "Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "'8000'", "--max-model-len"]
+    argv = ["--model", "Qwen/Qwen3-8B", "--host", "0.0.0.0", "--port", "'8000'", "--max-model-len"]
     [changed] = [r for r in doc["replicas"] if r["externalKey"] == "changed"]
     assert [(o["kind"], o["change"], o["diff"]) for o in changed["objects"]] == [
         (
