@@ -50,6 +50,14 @@ def _not_current(obj: Object, desired_hash: str, generation_of_status: Any) -> s
     return None
 
 
+def _last_exit(container: Mapping[str, Any]) -> str:
+    """How a container that is waiting to restart ended last time ("" if it never ended)."""
+    ended = (container.get("lastState") or {}).get("terminated")
+    if not ended:
+        return ""
+    return f" (last exit code {ended.get('exitCode')}: {ended.get('reason') or 'no reason'})"
+
+
 def pod_reason(pods: Sequence[Object]) -> str:
     """The most telling reason a Pod of the replica gives for not serving ("" if none)."""
     for pod in pods:
@@ -60,7 +68,7 @@ def pod_reason(pods: Sequence[Object]) -> str:
         for container in (pod.get("status") or {}).get("containerStatuses") or []:
             waiting = (container.get("state") or {}).get("waiting")
             if waiting:
-                return _explained(waiting)
+                return _explained(waiting) + _last_exit(container)
     for pod in pods:
         ready = conditions(pod).get("Ready") or {}
         if ready.get("status") == "False":

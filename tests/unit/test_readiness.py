@@ -132,6 +132,25 @@ def test_a_waiting_container_gives_the_reason() -> None:
     assert verdict == Readiness("provisioning", "ImagePullBackOff: Back-off")
 
 
+def test_a_container_that_keeps_exiting_gives_its_back_off_and_its_last_exit_code() -> None:
+    waiting = {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed"}
+    pod = {
+        "status": {
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [
+                {
+                    "state": {"waiting": waiting},
+                    "lastState": {"terminated": {"exitCode": 2, "reason": "Error"}},
+                }
+            ],
+        }
+    }
+    verdict = readiness.deployment(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
+    assert verdict == Readiness(
+        "provisioning", "CrashLoopBackOff: back-off 10s restarting failed (last exit code 2: Error)"
+    )
+
+
 def test_a_progress_deadline_exceeded_deployment_has_failed() -> None:
     status = SERVING | {
         "availableReplicas": 0,
