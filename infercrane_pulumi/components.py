@@ -7,12 +7,15 @@ and never reads the cluster.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.manifests import Manifest
 
 REPLICA_TYPE = "infercrane:kubernetes:Replica"
 
@@ -37,7 +40,7 @@ class ReplicaComponent(pulumi.ComponentResource):
 
     resource_id: str
     endpoint: str
-    objects: list[dict[str, str]]
+    objects: list[pulumi.Output[dict[str, object]]]
     intent: dict[str, object]
 
     def __init__(
@@ -60,7 +63,11 @@ class ReplicaComponent(pulumi.ComponentResource):
         ]
         self.resource_id = naming.resource_id(settings, intent.external_key)
         self.endpoint = workloads.endpoint(settings, intent)
-        self.objects = [{"kind": obj["kind"], "name": obj["metadata"]["name"]} for obj in desired]
+        # Each object as the apply left it (uid, generation): a later run that finds every
+        # object still so, and no change in the intents, need not start the engine.
+        self.objects = [
+            _as_applied(obj, child) for obj, child in zip(desired, self.children, strict=True)
+        ]
         # The applied intent travels with the state, so any process sharing the backend
         # knows what the stack holds (observe, remove) without the control plane's database.
         self.intent = intent.model_dump(mode="json", by_alias=True)
@@ -73,3 +80,16 @@ class ReplicaComponent(pulumi.ComponentResource):
             "objects": self.objects,
             "intent": self.intent,
         }
+
+
+def _as_applied(obj: Manifest, child: pulumi.CustomResource) -> pulumi.Output[dict[str, object]]:
+    """The object's kind and name, and the uid and generation the apply left it with."""
+    live: pulumi.Output[Any] = child.metadata  # type: ignore[attr-defined]
+    return live.apply(
+        lambda meta: {
+            "kind": obj["kind"],
+            "name": obj["metadata"]["name"],
+            "uid": (meta or {}).get("uid"),
+            "generation": (meta or {}).get("generation"),
+        }
+    )

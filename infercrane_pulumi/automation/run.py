@@ -5,12 +5,16 @@ suite and the benchmarks all come here (``tests/unit/test_layers.py`` holds ever
 to it); only a person running ``pulumi up`` on the repository's project goes around it.
 
 Before the engine starts, the driver reads the namespace once: one metadata snapshot per owned
-kind (``preflight.snapshot``) feeds both decisions. Drift (an applied object gone, or carrying
-another intent) asks the engine to refresh; without it no refresh runs, unless the caller asks
-for one. Ownership (every object about to be applied or deleted is exactly ours) and the strict
-server-side dry-run of every applied object come next, and the program is told, by the digest
-of exactly this configuration, that its own preflight has run. A destroy checks the ownership
-of what it deletes and runs the engine without the program.
+kind (``preflight.snapshot``) feeds every decision. A ``preview`` or ``up`` of exactly the
+intents the stack applied, whose objects are all still the very objects that apply left
+(``cluster.unchanged``), is a verified no-op: every key is ``same`` and the engine does not
+start (unless the caller asks for a refresh, or another operation holds the stack). Drift (an
+applied object gone, or carrying another intent) asks the engine to refresh; without it no
+refresh runs, unless the caller asks for one. Ownership (every object about to be applied or
+deleted is exactly ours) and the strict server-side dry-run of every applied object come
+next, and the program is told, by the digest of exactly this configuration, that its own
+preflight has run. A destroy checks the ownership of what it deletes and runs the engine
+without the program.
 
 The engine then runs with a private directory (the refusal channel, and the run's TMPDIR,
 because pulumi-kubernetes writes the whole kubeconfig to a temporary file on every configure
@@ -25,7 +29,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -36,9 +40,10 @@ from infercrane_pulumi import refusals, workloads
 from infercrane_pulumi.automation import results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.recovery import recover
-from infercrane_pulumi.cluster import client, drift, preflight
+from infercrane_pulumi.cluster import client, drift, preflight, unchanged
+from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.errors import ClusterUnavailableError, RunFailedError, StackBusyError
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
+from infercrane_pulumi.intents import KubernetesSettings, StackConfig
 
 Operation = Literal["preview", "up", "destroy"]
 OPERATIONS: tuple[Operation, ...] = ("preview", "up", "destroy")
@@ -74,6 +79,7 @@ class Plan:
 
     engine: Mapping[str, Any]  # the Automation API's options for the operation
     variables: Mapping[str, str]  # extra environment for the program
+    unchanged: bool = False  # a verified no-op: the engine need not start
 
 
 def run(
@@ -82,11 +88,11 @@ def run(
     operation: Operation,
     config: StackConfig,
     *,
-    applied: Sequence[ReplicaIntent] | None = None,
+    applied: Applied | None = None,
     options: RunOptions = DEFAULT_OPTIONS,
 ) -> results.StackResult:
     """Run ``operation`` on ``stack``, whose configuration is ``config``; per-key results.
-    ``applied``: the stack's applied intents, when the caller has just read them."""
+    ``applied``: what the stack applied last, when the caller has just read it."""
     events: list[auto.EngineEvent] = []
 
     def record(event: auto.EngineEvent) -> None:
@@ -97,9 +103,14 @@ def run(
     cluster = client.connect(local_settings(config.kubernetes, env))
     with stacks.serialized(env, stack.name):
         try:
-            replicas = stacks.applied_intents(stack) if applied is None else applied
-            last = config.model_copy(update={"replicas": tuple(replicas)})
-            plan = plan_run(cluster, operation, config, last, refresh=options.refresh)
+            last_run = stacks.applied(stack) if applied is None else applied
+            # A verified no-op must not answer for a stack another operation is changing.
+            exclusive = not stacks.held_elsewhere(env, stack.name)
+            plan = plan_run(
+                cluster, operation, config, last_run, refresh=options.refresh, exclusive=exclusive
+            )
+            if plan.unchanged:
+                return results.unchanged(operation, stack.name, config, last_run)
             _engine(stack, env, operation, plan, options, on_event=record)
         except RunFailedError as failed:
             try:
@@ -121,16 +132,21 @@ def plan_run(
     cluster: client.Cluster,
     operation: Operation,
     config: StackConfig,
-    last: StackConfig,
+    applied: Applied,
     *,
     refresh: bool,
+    exclusive: bool = True,
 ) -> Plan:
-    """The decisions before the engine starts, over one snapshot of the namespace (``last``:
-    the configuration with the intents the stack applied last)."""
+    """The decisions before the engine starts, over one snapshot of the namespace.
+    ``exclusive``: no other operation holds the stack, so a verified no-op may skip the engine."""
     engine = dict(_ENGINE_OPTIONS[operation])
+    last = config.model_copy(update={"replicas": applied.intents})
     if not (config.replicas or last.replicas):
         return Plan(engine | {"refresh": refresh and operation != "destroy"}, {})
     live = preflight.snapshot(cluster, config.kubernetes)
+    skippable = operation != "destroy" and exclusive and not refresh
+    if skippable and not unchanged.why_not_unchanged(config, applied, live):
+        return Plan({}, {}, unchanged=True)
     if operation == "destroy":
         preflight.check_ownership(live, applied=(), deleted=workloads.stack_objects(last))
         return Plan(engine | {"refresh": False}, {})

@@ -103,13 +103,14 @@ def run_program(
     program = build_program(preflight or (lambda config: None))
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
-    def body() -> None:
+    def body() -> pulumi.Output[None]:
         program()
+        # The stack's exports, resolved (the test decorator awaits what it returns).
+        exports = getattr(pulumi.runtime.get_root_resource(), "outputs", {}) or {}
+        return pulumi.Output.from_input(exports).apply(run.outputs.update)
 
     try:
         body()
     except Exception as error:  # the tests assert on the error they expect
         run.error = error
-    root = pulumi.runtime.get_root_resource()
-    run.outputs = dict(getattr(root, "outputs", {}) or {})
     return run

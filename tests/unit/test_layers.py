@@ -40,6 +40,7 @@ RANKS = {
     "cluster.doctor": 8,
     "cluster.drift": 8,
     "cluster.observe": 8,
+    "cluster.unchanged": 8,
     "components": 9,
     "program": 10,
     "automation.environment": 11,
