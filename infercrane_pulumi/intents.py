@@ -81,11 +81,9 @@ class Toleration(_Model):
     toleration_seconds: Annotated[int, Field(strict=True, ge=0)] | None = None
 
 
-def _exactly_one(model: BaseModel, *fields: str) -> None:
-    given = [name for name in fields if getattr(model, name) is not None]
-    if len(given) != 1:
-        names = " or ".join(to_camel(name) for name in fields)
-        raise ValueError(f"set exactly one of {names}")
+def _exactly_one(**fields: object) -> None:
+    if sum(value is not None for value in fields.values()) != 1:
+        raise ValueError(f"set exactly one of {' or '.join(fields)}")
 
 
 class Resources(_Model):
@@ -122,7 +120,7 @@ class ModelCache(_Model):
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelCache:
-        _exactly_one(self, "claim_name", "size_limit")
+        _exactly_one(claimName=self.claim_name, sizeLimit=self.size_limit)
         return self
 
 
@@ -142,7 +140,7 @@ class WorkerKey(_Model):
 
     @model_validator(mode="after")
     def _one_way(self) -> WorkerKey:
-        _exactly_one(self, "env", "file")
+        _exactly_one(env=self.env, file=self.file)
         return self
 
 
