@@ -275,20 +275,29 @@ def parse_stack_text(text: str, *, source: str) -> StackConfig:
     if not isinstance(section, Mapping):
         raise ConfigError([f"{source}: has no 'config' mapping"])
     kubernetes = section.get(KUBERNETES_KEY)
+    # A `secure:` value is a mapping here: only a string can be contents in plain text.
+    plain = plain_kubeconfig_problems(kubernetes, secret=False)
+    if plain:
+        raise ConfigError(plain)
     kubeconfig = kubernetes.get("kubeconfig") if isinstance(kubernetes, Mapping) else None
-    if isinstance(kubeconfig, str) and is_kubeconfig_contents(kubeconfig):
-        # In plain text they would reach Git and every state and history file of the backend.
-        raise ConfigError(
-            [
-                f"{KUBERNETES_KEY}.kubeconfig: kubeconfig contents in plain text; store them "
-                f"encrypted: {SET_KUBECONFIG_SECRET}"
-            ]
-        )
     if isinstance(kubernetes, Mapping) and isinstance(kubeconfig, Mapping):
         # An encrypted (`secure:`) kubeconfig is Pulumi's to decrypt at run time; readers of
         # the file alone (render, doctor, inspect) use KUBECONFIG instead.
         kubernetes = {k: v for k, v in kubernetes.items() if k != "kubeconfig"}
     return parse_stack_config(kubernetes, section.get(REPLICAS_KEY))
+
+
+def plain_kubeconfig_problems(kubernetes: Any, *, secret: bool) -> list[str]:
+    """Kubeconfig contents that are not a Pulumi secret: refused before anything runs, because
+    Pulumi would keep them in plain text in the stack file, the state, its backups and the
+    update history. ``secret``: whether Pulumi holds ``infercrane:kubernetes`` as a secret."""
+    kubeconfig = kubernetes.get("kubeconfig") if isinstance(kubernetes, Mapping) else None
+    if secret or not isinstance(kubeconfig, str) or not is_kubeconfig_contents(kubeconfig):
+        return []
+    return [
+        f"{KUBERNETES_KEY}.kubeconfig: kubeconfig contents in plain text; store them "
+        f"encrypted: {SET_KUBECONFIG_SECRET}"
+    ]
 
 
 def _describe(item: Mapping[str, Any]) -> str:

@@ -13,17 +13,18 @@ from collections.abc import Mapping
 
 import yaml
 
-from infercrane_pulumi import naming
+from infercrane_pulumi import naming, podspec
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
 from infercrane_pulumi.podspec import (
     DEPLOYMENT_POD,
     KSERVE_POD,
     PORT_NAME,
-    Manifest,
     pod_fields,
     progress_deadline_seconds,
 )
+
+Manifest = podspec.Manifest  # every builder's value type
 
 # Directives to pulumi-kubernetes, carried on every object we own:
 # - a fixed field manager (otherwise it is random per provider instance);

@@ -108,6 +108,7 @@ def cache_path(intent: ReplicaIntent) -> str:
 def _mounts(settings: KubernetesSettings, intent: ReplicaIntent) -> list[tuple[str, Manifest]]:
     """(volume name, its source) in mount order, with where each is mounted."""
     mounts: list[tuple[str, Manifest]] = []
+    source: Manifest
     if settings.shm_size is not None:
         source = {"emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}}
         mounts.append(("/dev/shm", {"name": "dshm", **source}))

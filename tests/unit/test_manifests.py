@@ -146,7 +146,9 @@ def test_kserve_mode_is_exactly_one_standard_inference_service() -> None:
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
         "metadata": expected_meta,
-        "spec": {"predictor": {"minReplicas": 1, "maxReplicas": 1, **POD, "containers": [container]}},
+        "spec": {
+            "predictor": {"minReplicas": 1, "maxReplicas": 1, **POD, "containers": [container]}
+        },
     }
 
 

@@ -161,7 +161,7 @@ def test_when_the_program_changed_the_base_is_rendered_by_the_base_code(tmp_path
     manifests.write_text(
         manifests.read_text().replace(
             '"progressDeadlineSeconds": progress_deadline_seconds(settings, intent)',
-            '"progressDeadlineSeconds": 600'
+            '"progressDeadlineSeconds": 600',
         )
     )
     commit(repo, "base: older program")

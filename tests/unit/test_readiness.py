@@ -132,6 +132,52 @@ def test_a_waiting_container_gives_the_reason() -> None:
     assert verdict == Readiness("provisioning", "ImagePullBackOff: Back-off")
 
 
+def test_a_container_loading_under_its_startup_probe_says_so() -> None:
+    not_ready = {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}
+    pod = {
+        "status": {
+            "conditions": [{"type": "PodScheduled", "status": "True"}, not_ready],
+            "containerStatuses": [
+                {
+                    "name": "runtime",
+                    "state": {"running": {"startedAt": "2026-12-01T00:00:00Z"}},
+                    "started": False,
+                    "ready": False,
+                    "restartCount": 1,
+                }
+            ],
+        }
+    }
+    verdict = readiness.deployment(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
+    assert verdict == Readiness(
+        "provisioning",
+        "Starting: container runtime is running and its startup probe has not passed yet "
+        "(loading the model; 1 restart(s))",
+    )
+
+
+def test_a_replica_set_refused_its_pod_gives_the_admission_reason() -> None:
+    refused = (
+        'pods "infercrane-x-1" is forbidden: violates PodSecurity "restricted:latest": '
+        "runAsNonRoot != true"
+    )
+    status = SERVING | {
+        "availableReplicas": 0,
+        "conditions": [
+            {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"},
+            {
+                "type": "ReplicaFailure",
+                "status": "True",
+                "reason": "FailedCreate",
+                "message": refused,
+            },
+        ],
+    }
+    assert readiness.deployment(live(status), desired_hash(), []) == Readiness(
+        "provisioning", f"FailedCreate: {refused}"
+    )
+
+
 def test_a_progress_deadline_exceeded_deployment_has_failed() -> None:
     status = SERVING | {
         "availableReplicas": 0,
