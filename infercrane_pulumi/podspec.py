@@ -158,7 +158,7 @@ def _probes(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
             timeoutSeconds=PROBE_TIMEOUT_SECONDS,
             failureThreshold=LIVENESS_FAILURES,
         ),
-        "readinessProbe": _probe(path, periodSeconds=5, timeoutSeconds=2, failureThreshold=12),
+        "readinessProbe": _probe(path, periodSeconds=5, timeoutSeconds=2, failureThreshold=3),
     }
 
 

@@ -73,11 +73,12 @@ CONTAINER = {
         "timeoutSeconds": 5,
         "failureThreshold": 3,
     },
+    # Out of routing after 15 s of failures, before liveness restarts the engine (30 s).
     "readinessProbe": {
         "httpGet": {"path": "/health", "port": "http"},
         "periodSeconds": 5,
         "timeoutSeconds": 2,
-        "failureThreshold": 12,
+        "failureThreshold": 3,
     },
     "resources": {
         "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
