@@ -1,7 +1,8 @@
 """The hardened Pod runs: on the local control plane's real node (kubelet + containerd + runc,
 this machine), in a namespace that *enforces* ``restricted``, an intent with the non-root and
 read-only settings is applied by the provider through ``NamespaceStack``, admitted, started
-under its startup probe, observed ``ready``, and serves with the worker credential.
+and observed loading under its startup probe (the stand-in takes 15 s to "load"), then
+``ready``; it serves with the worker credential.
 
 What the kernel says about the running process is read from the host's /proc (the node is
 this machine): its user, its seccomp filter, its empty capability sets, no-new-privileges, a
@@ -93,7 +94,8 @@ def test_a_hardened_pod_is_admitted_as_restricted_runs_becomes_ready_and_serves(
     plane: LocalControlPlane, tmp_path: Path
 ) -> None:
     with plane.api_client(plane.admin_context) as admin:
-        bootstrapped = bootstrap_namespace(admin, NAMESPACE, deploy_dir=DEPLOY_DIR)
+        # With the optional Pod reader: observation reads the Pods' reasons.
+        bootstrapped = bootstrap_namespace(admin, NAMESPACE, deploy_dir=DEPLOY_DIR, observe=True)
         core = client.CoreV1Api(admin)
         core.patch_namespace(
             NAMESPACE,
@@ -126,18 +128,28 @@ def test_a_hardened_pod_is_admitted_as_restricted_runs_becomes_ready_and_serves(
         )
         model = f"hardened/standin-{uuid.uuid4().hex[:8]}"
         intent = ReplicaIntent.model_validate(
-            {"externalKey": "hardened-r0", "model": model, "gpu": "NVIDIA-L4"}
+            {
+                "externalKey": "hardened-r0",
+                "model": model,
+                "gpu": "NVIDIA-L4",
+                "runtimeArgs": ["--standin-load-seconds", "15"],
+            }
         )
         stack = NamespaceStack(settings, env, tmp_path / "workspace")
         try:
             [applied] = stack.ensure([intent]).replicas
             assert applied.change == "create"
 
-            def ready() -> bool:
+            def observed(state: str, reason: str = "") -> bool:
                 [seen] = stack.observe("hardened-r0")
-                return seen.state == "ready"
+                return seen.state == state and seen.reason.startswith(reason)
 
-            wait_for(ready, timeout=180, what="the hardened replica to be observed ready")
+            wait_for(
+                lambda: observed("provisioning", "Starting: container runtime is running"),
+                timeout=120,
+                what="the replica observed loading under its startup probe",
+            )
+            wait_for(lambda: observed("ready"), timeout=180, what="the replica observed ready")
             name = naming.object_name("hardened-r0")
             service: Any = core.read_namespaced_service(name, NAMESPACE)
             address = str(service.spec.cluster_ip)

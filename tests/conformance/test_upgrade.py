@@ -3,10 +3,11 @@
 The previous release's package is exported from git (``PREVIOUS_RELEASE``) and runs first on
 the import path, through its own command line, against the same backend and cluster. Then this
 code runs the same stack file (the command line's path) and the same intents through
-``NamespaceStack`` (the control plane's door): every key is ``same`` where both releases render
-the same objects and ``update`` where the rendering changed, nothing is replaced, created or
-deleted, and no object's uid changes. Keep this test, moving the ref forward at each release,
-for every change of URNs, types or component structure.
+``NamespaceStack`` (the control plane's door): the first run finds every key ``same`` where
+both releases render the same objects and ``update`` where the rendering changed, the second
+finds them all ``same``; nothing is replaced, created or deleted, and no object's uid changes.
+Keep this test, moving the ref forward at each release, for every change of URNs, types or
+component structure.
 """
 
 from __future__ import annotations
