@@ -83,9 +83,15 @@ def _secret_keys(struct: Any) -> frozenset[str]:
 
 
 def run_program(
-    kubernetes: Any, replicas: Any, *, preflight: Preflight | None = None, preview: bool = False
+    kubernetes: Any,
+    replicas: Any,
+    *,
+    preflight: Preflight | None = None,
+    preview: bool = False,
+    secret_keys: tuple[str, ...] = (),
 ) -> Run:
-    """Run ``build_program`` once with the given config blocks; never raises the program error."""
+    """Run ``build_program`` once with the given config blocks (``secret_keys``: the config
+    keys Pulumi holds as secrets); never raises the program error."""
     run = Run()
     pulumi.runtime.set_mocks(
         _Mocks(),
@@ -98,7 +104,8 @@ def run_program(
         {
             "infercrane:kubernetes": json.dumps(kubernetes),
             "infercrane:replicas": json.dumps(replicas),
-        }
+        },
+        list(secret_keys),
     )
     program = build_program(preflight or (lambda config: None))
 

@@ -141,6 +141,14 @@ def test_kserve_outputs_point_at_the_predictor_service() -> None:
             "runtimeArgs": [],
             "port": 8000,
             "workload": None,
+            "resources": {
+                "cpuRequest": None,
+                "cpuLimit": None,
+                "memoryRequest": None,
+                "memoryLimit": None,
+            },
+            "startupSeconds": None,
+            "modelCache": None,
         },
     }
 

@@ -25,6 +25,7 @@ RANKS = {
     "refusals": 1,
     "kinds": 1,
     "naming": 2,
+    "podspec": 2,
     "manifests": 3,
     "readiness": 3,
     "workloads": 4,
