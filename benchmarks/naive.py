@@ -51,14 +51,18 @@ def lifecycle(bench: Workbench, progress: Progress, n: int, rep: int) -> dict[st
     )
 
     def pulumi(*args: str) -> None:
-        subprocess.run(
+        done = subprocess.run(
             [str(bench.env.bin_dir / "pulumi") if bench.env.bin_dir else "pulumi", *args],
             cwd=project,
             env=env,
-            check=True,
+            check=False,
             capture_output=True,
+            text=True,
             timeout=TIMEOUT_SECONDS,
         )
+        if done.returncode != 0:
+            last = (done.stdout + done.stderr).strip().splitlines()[-10:]
+            raise scenario.UnexpectedResultError(f"pulumi {args[0]}: {' | '.join(last)}")
 
     def with_intents(intents: Sequence[ReplicaIntent], *command: str) -> Callable[[], None]:
         def step() -> None:
