@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pulumi import automation as auto
 
 from infercrane_pulumi import refusals, workloads
-from infercrane_pulumi.automation import results, stacks
+from infercrane_pulumi.automation import eventlog, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.recovery import recover
 from infercrane_pulumi.cluster import client, drift, preflight, unchanged
@@ -51,13 +51,14 @@ Printer = Callable[[str], Any]
 EventHandler = Callable[[auto.EngineEvent], Any]
 MAX_PROBLEMS = 10
 
-# What the engine is asked for per operation (refresh is decided per run). A destroy runs
-# without the program: its ownership check ran in the driver, and nothing is applied.
-_ENGINE_OPTIONS: Mapping[Operation, Mapping[str, Any]] = {
-    "preview": {"diff": True},
-    "up": {},
-    "destroy": {"run_program": False},
+# The Pulumi CLI's command per operation (refresh is decided per run). A destroy runs without
+# the program: its ownership check ran in the driver, and nothing is applied.
+_COMMANDS: Mapping[Operation, tuple[str, ...]] = {
+    "preview": ("preview", "--diff"),
+    "up": ("up", "--yes", "--skip-preview"),
+    "destroy": ("destroy", "--yes", "--skip-preview", "--run-program=false"),
 }
+REFRESH = "--refresh"
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ DEFAULT_OPTIONS = RunOptions()
 class Plan:
     """What the engine is asked to do, decided before it starts."""
 
-    engine: Mapping[str, Any]  # the Automation API's options for the operation
+    flags: tuple[str, ...]  # the CLI flags decided for this run (``REFRESH``)
     variables: Mapping[str, str]  # extra environment for the program
     unchanged: bool = False  # a verified no-op: the engine need not start
 
@@ -139,17 +140,16 @@ def plan_run(
 ) -> Plan:
     """The decisions before the engine starts, over one snapshot of the namespace.
     ``exclusive``: no other operation holds the stack, so a verified no-op may skip the engine."""
-    engine = dict(_ENGINE_OPTIONS[operation])
     last = config.model_copy(update={"replicas": applied.intents})
     if not (config.replicas or last.replicas):
-        return Plan(engine | {"refresh": refresh and operation != "destroy"}, {})
+        return Plan((REFRESH,) * (refresh and operation != "destroy"), {})
     live = preflight.snapshot(cluster, config.kubernetes)
     skippable = operation != "destroy" and exclusive and not refresh
     if skippable and not unchanged.why_not_unchanged(config, applied, live):
-        return Plan({}, {}, unchanged=True)
+        return Plan((), {}, unchanged=True)
     if operation == "destroy":
         preflight.check_ownership(live, applied=(), deleted=workloads.stack_objects(last))
-        return Plan(engine | {"refresh": False}, {})
+        return Plan((), {})
     desired = workloads.stack_objects(config)
     kept = {intent.external_key for intent in config.replicas}
     removed = [i for i in last.replicas if i.external_key not in kept]
@@ -158,7 +158,7 @@ def plan_run(
     preflight.check_dry_run(cluster, desired)
     drifted = bool(drift.drift(last, live))
     return Plan(
-        engine | {"refresh": refresh or drifted},
+        (REFRESH,) * (refresh or drifted),
         {preflight.PREFLIGHTED_ENV: preflight.digest(config)},
     )
 
@@ -193,6 +193,9 @@ def _attempt(
     *,
     on_event: EventHandler,
 ) -> None:
+    """One engine run through the Pulumi CLI, its events read from its event log. The CLI is
+    called directly: the Automation API's ``Stack.up`` and friends read the stack's outputs
+    (twice) and its history after every run, three more CLI processes this path never uses."""
     diagnostics: list[str] = []
 
     def collect(event: auto.EngineEvent) -> None:
@@ -202,22 +205,29 @@ def _attempt(
         on_event(event)
 
     run_dir = Path(tempfile.mkdtemp(prefix="infercrane-run-"))  # 0700
-    refusal_file = run_dir / "refusal.json"
+    refusal_file, event_log = run_dir / "refusal.json", run_dir / "events.jsonl"
     workspace = stack.workspace
-    variables = workspace.env_vars
-    workspace.env_vars = {
-        **variables,
+    variables = {
+        **workspace.env_vars,
         **plan.variables,
+        "PULUMI_DEBUG_COMMANDS": "true",  # the CLI takes --event-log only with it
         refusals.REFUSAL_FILE_ENV: str(refusal_file),
         "TMPDIR": str(run_dir),
     }
+    command = [
+        *_COMMANDS[operation],
+        *plan.flags,
+        *("--color", "never", "--event-log", str(event_log), "--stack", stack.name),
+    ]
+    tail = eventlog.Tail(event_log, collect)
     try:
         with stacks.pulumi_errors(stack.name):
             try:
-                getattr(stack, operation)(
-                    color="never", on_output=options.on_output, on_event=collect, **plan.engine
+                workspace.pulumi_command.run(
+                    command, workspace.work_dir, variables, options.on_output
                 )
             except auto.errors.CommandError as error:
+                tail.close()  # every diagnostic read before deciding what failed
                 if isinstance(error, auto.errors.ConcurrentUpdateError):
                     raise
                 refused = refusals.take(refusal_file)
@@ -225,7 +235,7 @@ def _attempt(
                     raise refused from error
                 raise _failed(stack.name, operation, diagnostics) from error
     finally:
-        workspace.env_vars = variables
+        tail.close()
         shutil.rmtree(run_dir, ignore_errors=True)
 
 

@@ -45,6 +45,7 @@ RANKS = {
     "components": 9,
     "program": 10,
     "automation.environment": 11,
+    "automation.eventlog": 11,
     "automation.locks": 11,
     "automation.project": 11,
     "automation.results": 11,
@@ -64,6 +65,7 @@ DOORS = {
     "pulumi.automation": {
         "automation",
         "automation.environment",
+        "automation.eventlog",
         "automation.locks",
         "automation.namespaces",
         "automation.project",
@@ -142,26 +144,23 @@ def test_only_the_pulumi_layer_imports_pulumi() -> None:
 
 
 def engine_calls(path: Path) -> list[str]:
-    """Calls in a module that could start an engine operation on a stack: ``x.up(...)`` and
-    friends on anything but ``self``, and ``getattr`` of a computed name (the run path's own
-    dispatch)."""
+    """What in a module could start an engine operation on a stack: ``x.up(...)`` and friends
+    on anything but ``self`` (the Automation API's ``Stack``), and a Pulumi CLI command line
+    spelled out (a list or tuple starting with the operation, as the run path's own)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if (
-            isinstance(func, ast.Name)
-            and func.id == "getattr"
-            and not isinstance(node.args[1], ast.Constant)
-        ):
-            found.append(f"line {node.lineno}: getattr")
-        elif (
-            isinstance(func, ast.Attribute)
-            and func.attr in ENGINE_OPERATIONS
-            and not (isinstance(func.value, ast.Name) and func.value.id == "self")
-        ):
-            found.append(f"line {node.lineno}: .{func.attr}(...)")
+        if isinstance(node, ast.List | ast.Tuple) and node.elts:
+            first = node.elts[0]
+            if isinstance(first, ast.Constant) and first.value in ENGINE_OPERATIONS:
+                found.append(f"line {node.lineno}: pulumi {first.value} …")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in ENGINE_OPERATIONS
+                and not (isinstance(func.value, ast.Name) and func.value.id == "self")
+            ):
+                found.append(f"line {node.lineno}: .{func.attr}(...)")
     return found
 
 

@@ -83,7 +83,7 @@ def test_otherwise_an_unchanged_stack_is_read_once_dry_run_and_goes_to_the_engin
     )
     assert transport.requests[:2] == LISTS
     assert len(dry_runs(transport)) == 4 and len(transport.requests) == 6
-    assert not plan.unchanged and plan.engine["refresh"] == refresh
+    assert not plan.unchanged and plan.flags == ("--refresh",) * refresh
     assert plan.variables == {preflight.PREFLIGHTED_ENV: preflight.digest(config)}
 
 
@@ -91,7 +91,7 @@ def test_an_object_gone_out_of_band_asks_for_a_refresh_and_a_caller_may_force_on
     config = stack("a")
     live = [obj for obj in applied(config) if obj["kind"] == "Deployment"]
     gone = plan_run(Cluster(FakeTransport(live=live)), "up", config, record(config), refresh=False)
-    assert (gone.unchanged, gone.engine) == (False, {"refresh": True})
+    assert (gone.unchanged, gone.flags) == (False, ("--refresh",))
     forced = plan_run(
         Cluster(FakeTransport(live=applied(config))),
         "preview",
@@ -99,7 +99,7 @@ def test_an_object_gone_out_of_band_asks_for_a_refresh_and_a_caller_may_force_on
         record(config),
         refresh=True,
     )
-    assert forced.engine == {"diff": True, "refresh": True}
+    assert forced.flags == ("--refresh",)
 
 
 def test_a_look_alike_in_place_of_a_removed_key_is_refused_before_any_dry_run() -> None:
@@ -123,7 +123,7 @@ def test_a_destroy_checks_ownership_of_what_it_deletes_and_runs_no_program() -> 
     transport = FakeTransport(live=applied(config))
     plan = plan_run(Cluster(transport), "destroy", config, record(config), refresh=True)
     assert transport.requests == LISTS
-    assert plan == type(plan)(engine={"run_program": False, "refresh": False}, variables={})
+    assert plan == type(plan)(flags=(), variables={})
     foreign = copy.deepcopy(applied(config))
     foreign[1]["metadata"]["annotations"]["infercrane.dev/external-key"] = "someone-else"
     with pytest.raises(OwnershipError):
@@ -135,4 +135,4 @@ def test_a_destroy_checks_ownership_of_what_it_deletes_and_runs_no_program() -> 
 def test_an_empty_stack_never_reads_the_cluster() -> None:
     transport = FakeTransport()
     plan = plan_run(Cluster(transport), "up", stack(), Applied(), refresh=False)
-    assert (transport.requests, plan.engine, plan.variables) == ([], {"refresh": False}, {})
+    assert (transport.requests, plan.flags, plan.variables) == ([], (), {})
