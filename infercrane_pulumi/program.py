@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pulumi
 
-from infercrane_pulumi import refusals
-from infercrane_pulumi.cluster.preflight import preflight as cluster_preflight
+from infercrane_pulumi import preflighted, refusals
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
 from infercrane_pulumi.errors import ConfigError, InferCraneError
 from infercrane_pulumi.intents import (
@@ -89,8 +88,19 @@ def load_host_config(environ: Mapping[str, str] = os.environ) -> None:
         pulumi.runtime.set_all_config(document["config"], document["secretKeys"])
 
 
+def preflight_unless_done(config: StackConfig, environ: Mapping[str, str] = os.environ) -> None:
+    """The preflight against the configured cluster, unless there is nothing to check (zero
+    intents) or the driver that started this program checked exactly this configuration."""
+    if not config.replicas or preflighted.done_for(config, environ):
+        return
+    # Only here: the Kubernetes client is a second of this process's start.
+    from infercrane_pulumi.cluster import client, preflight
+
+    preflight.check_before_apply(client.connect(config.kubernetes), config)
+
+
 def main() -> None:
     """The program as ``pulumi up`` and the Automation API run it: preflight against the
     configured cluster."""
     load_host_config()
-    build_program(cluster_preflight)()
+    build_program(preflight_unless_done)()

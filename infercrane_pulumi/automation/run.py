@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import refusals, workloads
+from infercrane_pulumi import preflighted, refusals, workloads
 from infercrane_pulumi.automation import eventlog, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.recovery import recover
@@ -159,7 +159,7 @@ def plan_run(
     drifted = bool(drift.drift(last, live))
     return Plan(
         (REFRESH,) * (refresh or drifted),
-        {preflight.PREFLIGHTED_ENV: preflight.digest(config)},
+        {preflighted.PREFLIGHTED_ENV: preflighted.digest(config)},
     )
 
 

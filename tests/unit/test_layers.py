@@ -23,6 +23,7 @@ RANKS = {
     "validators": 0,
     "intents": 1,
     "refusals": 1,
+    "preflighted": 2,
     "kinds": 1,
     "naming": 2,
     "podspec": 2,

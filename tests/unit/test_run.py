@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import workloads
+from infercrane_pulumi import preflighted, workloads
 from infercrane_pulumi.automation.run import Operation, plan_run
-from infercrane_pulumi.cluster import preflight
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
 from infercrane_pulumi.errors import OwnershipError
@@ -84,7 +83,7 @@ def test_otherwise_an_unchanged_stack_is_read_once_dry_run_and_goes_to_the_engin
     assert transport.requests[:2] == LISTS
     assert len(dry_runs(transport)) == 4 and len(transport.requests) == 6
     assert not plan.unchanged and plan.flags == ("--refresh",) * refresh
-    assert plan.variables == {preflight.PREFLIGHTED_ENV: preflight.digest(config)}
+    assert plan.variables == {preflighted.PREFLIGHTED_ENV: preflighted.digest(config)}
 
 
 def test_an_object_gone_out_of_band_asks_for_a_refresh_and_a_caller_may_force_one() -> None:
