@@ -17,14 +17,12 @@ from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.manifests import Manifest
 
-REPLICA_TYPE = "infercrane:kubernetes:Replica"
-
 
 def stack_provider(settings: KubernetesSettings) -> k8s.Provider:
     """The stack's only provider: explicit context and namespace, server-side apply on."""
     kubeconfig = None if settings.kubeconfig is None else pulumi.Output.secret(settings.kubeconfig)
     return k8s.Provider(
-        f"infercrane-{settings.namespace}",
+        naming.provider_name(settings),
         context=settings.context,
         namespace=settings.namespace,
         kubeconfig=kubeconfig,
@@ -52,12 +50,15 @@ class ReplicaComponent(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         name = naming.object_name(intent.external_key)
-        super().__init__(REPLICA_TYPE, name, None, opts)
+        super().__init__(naming.REPLICA_TYPE, name, None, opts)
         child_opts = pulumi.ResourceOptions(parent=self, provider=provider)
         desired = workloads.replica_objects(settings, intent)
         self.children = [
             pulumi.CustomResource(
-                KINDS[obj["kind"]].pulumi_type, f"{name}-{obj['kind'].lower()}", obj, child_opts
+                KINDS[obj["kind"]].pulumi_type,
+                naming.child_name(intent.external_key, obj["kind"]),
+                obj,
+                child_opts,
             )
             for obj in desired
         ]

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pulumi import automation as auto
 
 from infercrane_pulumi import preflighted, refusals, workloads
-from infercrane_pulumi.automation import eventlog, results, stacks
+from infercrane_pulumi.automation import eventlog, project, results, stacks, targets
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.recovery import recover
 from infercrane_pulumi.cluster import client, drift, preflight, unchanged
@@ -81,6 +81,8 @@ class Plan:
     flags: tuple[str, ...]  # the CLI flags decided for this run (``REFRESH``)
     variables: Mapping[str, str]  # extra environment for the program
     unchanged: bool = False  # a verified no-op: the engine need not start
+    # The keys to work on when others are verified unchanged (None: every key).
+    targets: frozenset[str] | None = None
 
 
 def run(
@@ -112,7 +114,9 @@ def run(
             )
             if plan.unchanged:
                 return results.unchanged(operation, stack.name, config, last_run)
-            _engine(stack, env, operation, plan, options, on_event=record)
+            _engine(
+                stack, env, operation, plan, options, settings=config.kubernetes, on_event=record
+            )
         except RunFailedError as failed:
             try:
                 cluster.version()
@@ -144,22 +148,32 @@ def plan_run(
     if not (config.replicas or last.replicas):
         return Plan((REFRESH,) * (refresh and operation != "destroy"), {})
     live = preflight.snapshot(cluster, config.kubernetes)
-    skippable = operation != "destroy" and exclusive and not refresh
-    if skippable and not unchanged.why_not_unchanged(config, applied, live):
-        return Plan((), {}, unchanged=True)
     if operation == "destroy":
         preflight.check_ownership(live, applied=(), deleted=workloads.stack_objects(last))
         return Plan((), {})
-    desired = workloads.stack_objects(config)
-    kept = {intent.external_key for intent in config.replicas}
-    removed = [i for i in last.replicas if i.external_key not in kept]
+    desired_keys = {intent.external_key for intent in config.replicas}
+    verified = (
+        unchanged.verified_keys(config, applied, live) if exclusive and not refresh else set()
+    )
+    if verified == desired_keys == {i.external_key for i in last.replicas}:
+        return Plan((), {}, unchanged=True)
+    # Only what is not verified unchanged is checked and worked on.
+    work = config.model_copy(
+        update={"replicas": tuple(i for i in config.replicas if i.external_key not in verified)}
+    )
+    desired = workloads.stack_objects(work)
+    removed = [i for i in last.replicas if i.external_key not in desired_keys]
     gone = workloads.stack_objects(last.model_copy(update={"replicas": tuple(removed)}))
     preflight.check_ownership(live, applied=desired, deleted=gone)
     preflight.check_dry_run(cluster, desired)
     drifted = bool(drift.drift(last, live))
+    worked_on = frozenset(
+        {*(i.external_key for i in work.replicas), *(i.external_key for i in removed)}
+    )
     return Plan(
         (REFRESH,) * (refresh or drifted),
         {preflighted.PREFLIGHTED_ENV: preflighted.digest(config)},
+        targets=worked_on if verified else None,
     )
 
 
@@ -170,6 +184,7 @@ def _engine(
     plan: Plan,
     options: RunOptions,
     *,
+    settings: KubernetesSettings,
     on_event: EventHandler,
 ) -> None:
     deadline = time.monotonic() + options.wait_seconds
@@ -178,7 +193,7 @@ def _engine(
     while True:
         stacks.wait_until_free(env, stack.name, max(0.0, deadline - time.monotonic()))
         try:
-            return _attempt(stack, operation, plan, options, on_event=on_event)
+            return _attempt(stack, operation, plan, options, settings=settings, on_event=on_event)
         except StackBusyError:
             # Another process took the lock between our look and our start.
             if time.monotonic() >= deadline:
@@ -191,6 +206,7 @@ def _attempt(
     plan: Plan,
     options: RunOptions,
     *,
+    settings: KubernetesSettings,
     on_event: EventHandler,
 ) -> None:
     """One engine run through the Pulumi CLI, its events read from its event log. The CLI is
@@ -214,9 +230,20 @@ def _attempt(
         refusals.REFUSAL_FILE_ENV: str(refusal_file),
         "TMPDIR": str(run_dir),
     }
+    targeted = (
+        ()
+        if plan.targets is None
+        else targets.urns(
+            project=project.PROJECT_NAME,
+            stack=stack.name,
+            settings=settings,
+            keys=plan.targets,
+        )
+    )
     command = [
         *_COMMANDS[operation],
         *plan.flags,
+        *(flag for urn in targeted for flag in ("--target", urn)),
         *("--color", "never", "--event-log", str(event_log), "--stack", stack.name),
     ]
     tail = eventlog.Tail(event_log, collect)

@@ -1,13 +1,13 @@
-"""Is a run a verified no-op? Then the engine need not start.
+"""Which keys would a run leave as they are? Those the engine need not touch.
 
-A run changes nothing when the desired intents are the ones the stack last applied and every
-object of theirs is still the very object that run left: the same uid and generation (nobody
-replaced it or changed its spec), carrying our ownership marks, the desired intent hash and
-every label and annotation we set, with no field manager the preflight would refuse. The stack
+A run leaves a key as it is when its intent is the one the stack last applied and every object
+of it is still the very object that run left: the same uid and generation (nobody replaced it
+or changed its spec), carrying our ownership marks, the desired intent hash and every label
+and annotation we set, with no field manager the preflight would refuse. The stack
 records each object's uid and generation in its outputs at every apply (``components``). Any
 doubt (an older stack without that record, a missing object, drift, a foreign manager) says
-why, and the run takes the engine's path, where the preflight and the engine decide as ever.
-Pure: values in, reasons out.
+why, and that key takes the engine's path, where the preflight and the engine decide as ever.
+A run whose keys are all verified is a no-op. Pure: values in, reasons out.
 """
 
 from __future__ import annotations
@@ -41,16 +41,24 @@ class Applied:
     objects: Mapping[str, tuple[AppliedObject, ...]] = field(default_factory=dict)
 
 
-def why_not_unchanged(desired: StackConfig, applied: Applied, live: Snapshot) -> list[str]:
-    """Why applying ``desired`` could change something (empty: verified unchanged)."""
+def verified_keys(desired: StackConfig, applied: Applied, live: Snapshot) -> frozenset[str]:
+    """The keys of ``desired`` the stack applied as they are and whose objects are all still
+    the very objects that apply left: a run need not touch them."""
     intents = {intent.external_key: intent for intent in applied.intents}
-    if intents != {intent.external_key: intent for intent in desired.replicas}:
-        return ["the intents differ from those the stack applied"]
-    reasons = []
+    same = [i for i in desired.replicas if intents.get(i.external_key) == i]
+    kept = desired.model_copy(update={"replicas": tuple(same)})
+    return frozenset(k for k, why in differences(kept, applied, live).items() if not why)
+
+
+def differences(desired: StackConfig, applied: Applied, live: Snapshot) -> dict[str, list[str]]:
+    """Per key of ``desired``: why its objects may not be what the stack's last apply left
+    (empty: they are)."""
+    reasons: dict[str, list[str]] = {i.external_key: [] for i in desired.replicas}
     for obj in workloads.stack_objects(desired):
         key = obj["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY]
         record = {(o.kind, o.name): o for o in applied.objects.get(key, ())}
-        reasons += _differences(obj, record.get((obj["kind"], obj["metadata"]["name"])), live)
+        found = record.get((obj["kind"], obj["metadata"]["name"]))
+        reasons[key] += _differences(obj, found, live)
     return reasons
 
 

@@ -55,6 +55,7 @@ RANKS = {
     "automation.run": 13,
     "automation.namespaces": 14,
     "automation.stackfiles": 14,
+    "automation.targets": 11,
     "automation": 15,
     "views": 16,
     "cli": 20,

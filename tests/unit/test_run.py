@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from infercrane_pulumi import preflighted, workloads
+from infercrane_pulumi.automation import targets
 from infercrane_pulumi.automation.run import Operation, plan_run
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
@@ -135,3 +136,40 @@ def test_an_empty_stack_never_reads_the_cluster() -> None:
     transport = FakeTransport()
     plan = plan_run(Cluster(transport), "up", stack(), Applied(), refresh=False)
     assert (transport.requests, plan.flags, plan.variables) == ([], (), {})
+
+
+def test_one_key_added_to_a_verified_stack_is_the_only_one_checked_and_worked_on() -> None:
+    before, after = stack("a", "b"), stack("a", "b", "c")
+    transport = FakeTransport(live=applied(before))
+    plan = plan_run(Cluster(transport), "up", after, record(before), refresh=False)
+    assert (plan.unchanged, plan.targets) == (False, frozenset({"c"}))
+    assert dry_runs(transport) == [
+        f"/apis/apps/v1/namespaces/{NS}/deployments/{object_name('c')}",
+        f"/api/v1/namespaces/{NS}/services/{object_name('c')}",
+    ]
+
+
+def test_a_removed_key_is_worked_on_and_nothing_else_is_dry_run() -> None:
+    before, after = stack("a", "b"), stack("a")
+    transport = FakeTransport(live=applied(before))
+    plan = plan_run(Cluster(transport), "up", after, record(before), refresh=False)
+    assert (plan.targets, dry_runs(transport)) == (frozenset({"b"}), [])
+
+
+def test_nothing_verified_means_no_targets_every_key_goes_to_the_engine() -> None:
+    config = stack("a", "b")
+    transport = FakeTransport(live=applied(config))
+    plan = plan_run(Cluster(transport), "up", config, record(config, uids=False), refresh=False)
+    assert plan.targets is None and len(dry_runs(transport)) == 4
+
+
+def test_targets_name_the_stack_its_provider_and_each_keys_component_and_objects() -> None:
+    settings = stack().kubernetes
+    name = object_name("c")
+    assert targets.urns(project="infercrane", stack="s1", settings=settings, keys=["c"]) == [
+        "urn:pulumi:s1::infercrane::pulumi:pulumi:Stack::infercrane-s1",
+        f"urn:pulumi:s1::infercrane::pulumi:providers:kubernetes::infercrane-{NS}",
+        f"urn:pulumi:s1::infercrane::infercrane:kubernetes:Replica::{name}",
+        f"urn:pulumi:s1::infercrane::infercrane:kubernetes:Replica$kubernetes:apps/v1:Deployment::{name}-deployment",
+        f"urn:pulumi:s1::infercrane::infercrane:kubernetes:Replica$kubernetes:core/v1:Service::{name}-service",
+    ]

@@ -1,4 +1,4 @@
-"""When a run is a verified no-op, and every way it stops being one."""
+"""Which keys a run may leave as they are, and every way a key stops being one of them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infercrane_pulumi import naming
-from infercrane_pulumi.cluster.unchanged import Applied, why_not_unchanged
+from infercrane_pulumi.cluster.unchanged import Applied, differences, verified_keys
 from infercrane_pulumi.intents import parse_stack_config
 from tests.unit import samples
 from tests.unit.test_run import applied, record
@@ -40,7 +40,8 @@ def test_exactly_what_the_last_apply_left_is_unchanged() -> None:
         {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status"}
     )
     deployment_of_a(live)["annotations"]["deployment.kubernetes.io/revision"] = "1"
-    assert why_not_unchanged(CONFIG, record(CONFIG), live) == []
+    assert differences(CONFIG, record(CONFIG), live) == {"a": [], "b": []}
+    assert verified_keys(CONFIG, record(CONFIG), live) == {"a", "b"}
 
 
 def _set(*path: str, value: Any) -> Callable[[Live], None]:
@@ -92,17 +93,22 @@ def test_any_difference_says_why_and_nothing_else_is_claimed(
 ) -> None:
     live = snapshot(applied(CONFIG))
     change(live)
-    assert why_not_unchanged(CONFIG, record(CONFIG), live) == [reason]
+    assert differences(CONFIG, record(CONFIG), live) == {"a": [reason], "b": []}
+    assert verified_keys(CONFIG, record(CONFIG), live) == {"b"}
 
 
-def test_other_intents_or_an_older_record_are_never_unchanged() -> None:
+def test_a_changed_intent_a_new_key_or_an_older_record_is_never_verified() -> None:
     live = snapshot(applied(CONFIG))
-    fewer = parse_stack_config(samples.kubernetes(), [samples.replica(externalKey="a")])
-    assert why_not_unchanged(fewer, record(CONFIG), live) == [
-        "the intents differ from those the stack applied"
-    ]
+    edited = parse_stack_config(
+        samples.kubernetes(),
+        [samples.replica(externalKey="a", modelRevision="r2"), samples.replica(externalKey="b")],
+    )
+    assert verified_keys(edited, record(CONFIG), live) == {"b"}
+    grown = parse_stack_config(
+        samples.kubernetes(), [samples.replica(externalKey=k) for k in ("a", "b", "c")]
+    )
+    assert verified_keys(grown, record(CONFIG), live) == {"a", "b"}
     older = record(CONFIG, uids=False)
-    assert len(why_not_unchanged(CONFIG, older, live)) == 4
-    assert why_not_unchanged(CONFIG, Applied(), copy.deepcopy(live)) == [
-        "the intents differ from those the stack applied"
-    ]
+    assert verified_keys(CONFIG, older, live) == set()
+    assert [len(why) for why in differences(CONFIG, older, live).values()] == [2, 2]
+    assert verified_keys(CONFIG, Applied(), copy.deepcopy(live)) == set()
