@@ -22,6 +22,9 @@ from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.cluster.client import Cluster
 
 SPEC = RealNodeSpec("NVIDIA-L4", gpus=2)
+# What one stand-in replica asks of the node: Burstable like the defaults (which are sized for
+# a real vLLM and do not fit a 2-core machine), small enough that every GPU's replica fits.
+STANDIN_RESOURCES = {"cpuRequest": "100m", "memoryRequest": "64Mi", "memoryLimit": "256Mi"}
 HTTP_TIMEOUT_SECONDS = 5
 
 
@@ -38,6 +41,11 @@ class RealNode:
     @property
     def runtime_image(self) -> str:
         return self.images["runtime-standin"]
+
+    def settings(self, **extra: Any) -> dict[str, Any]:
+        """The namespace settings of a stack whose replicas run here: the stand-in vLLM image
+        at the stand-ins' size, plus ``extra``."""
+        return {"imageDigest": self.vllm_image, "resources": STANDIN_RESOURCES} | extra
 
 
 def add_real_node(plane: LocalControlPlane) -> RealNode:

@@ -29,7 +29,7 @@ from infercrane_pulumi import automation, naming
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from tests.conformance.harness import ENGINE_BINARIES, ROOT, require_toolchain, wait_for
-from tests.conformance.realnode import http_get
+from tests.conformance.realnode import STANDIN_RESOURCES, http_get
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
 NAMESPACE = "hardened"
@@ -95,12 +95,7 @@ def test_a_hardened_pod_is_admitted_as_restricted_runs_becomes_ready_and_serves(
                 "context": plane.provider_context,
                 "namespace": NAMESPACE,
                 "imageDigest": plane.node_images[SERVER_IMAGE],
-                # Small, for this 2-core machine; Burstable all the same.
-                "resources": {
-                    "cpuRequest": "100m",
-                    "memoryRequest": "64Mi",
-                    "memoryLimit": "256Mi",
-                },
+                "resources": STANDIN_RESOURCES,
                 "shmSize": "64Mi",
                 "startupSeconds": 60,
                 "runAsUser": USER,

@@ -55,11 +55,17 @@ class Replicas:
         return found
 
     def ready(self, key: str) -> ReplicaObservation:
-        return wait_for(
-            lambda: ((seen := self.observe(key)).state == "ready" and seen) or None,
-            timeout=READY_SECONDS,
-            what=f"{key} ready on the real node",
-        )
+        seen: list[ReplicaObservation] = []
+
+        def ready() -> ReplicaObservation | None:
+            seen[:] = [self.observe(key)]
+            return seen[0] if seen[0].state == "ready" else None
+
+        try:
+            return wait_for(ready, timeout=READY_SECONDS, what=f"{key} ready on the real node")
+        except AssertionError as late:
+            # Why it is not ready (unschedulable, crash looping, ...) is what the reader needs.
+            raise AssertionError(f"{late}; last observed: {seen}") from None
 
     def get(self, key: str, path: str, *, port: int = 8000, token: str = "") -> Answer | None:
         where = self.harness.admin, self.harness.namespace, key
@@ -97,7 +103,7 @@ def replicas(
     made = Replicas(
         observing_harness,
         real_node,
-        observing_harness.namespace_stack(tmp_path / "workspace", imageDigest=real_node.vllm_image),
+        observing_harness.namespace_stack(tmp_path / "workspace", **real_node.settings()),
         observing_tenant.bootstrapped.worker_secret_value,
         client.CoreV1Api(admin_client),
     )
@@ -152,7 +158,7 @@ def test_a_custom_workload_in_the_sglang_form_serves_on_its_own_port(replicas: R
 def test_shm_size_mounts_a_memory_backed_dev_shm_of_that_size(replicas: Replicas) -> None:
     key = "real-shm-r0"
     stack = replicas.harness.namespace_stack(
-        replicas.stack.workspace, imageDigest=replicas.node.vllm_image, shmSize="64Mi"
+        replicas.stack.workspace, **replicas.node.settings(shmSize="64Mi")
     )
     replicas.stack = stack
     stack.ensure([replicas.intent(key)])
