@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import TupleRow
 
 from infercrane_dev.localcluster.ports import LOOPBACK, free_port
 from infercrane_dev.localcluster.processes import (
@@ -60,7 +61,7 @@ class PostgresServer:
     def url_with_password(self) -> str:
         return self.url.replace(f"{SUPERUSER}@", f"{SUPERUSER}:{self.password}@", 1)
 
-    def connect(self, database: str = DATABASE) -> psycopg.Connection[tuple[object, ...]]:
+    def connect(self, database: str = DATABASE) -> psycopg.Connection[TupleRow]:
         """An administrative connection (autocommit)."""
         return psycopg.connect(
             host=LOOPBACK,
@@ -171,5 +172,4 @@ def _as_service_user(argv: list[str]) -> list[str]:
     """``argv`` run as the service user when root (setpriv execs: the pid stays the server's)."""
     if _service_owner() is None:
         return argv
-    return ["setpriv", f"--reuid={SERVICE_USER}", f"--regid={SERVICE_USER}", "--init-groups",
-            *argv]
+    return ["setpriv", f"--reuid={SERVICE_USER}", f"--regid={SERVICE_USER}", "--init-groups", *argv]

@@ -82,9 +82,21 @@ class Lease:
     """One stack's lease, held by this process's connection until released or lost."""
 
     stack_name: str
-    acquired: float  # time.monotonic() when taken
+    connection: Connection = field(repr=False)
+    acquired: float = field(default_factory=time.monotonic)
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     lost: threading.Event = field(default_factory=threading.Event)
+
+    def alive(self) -> bool:
+        """Ask the server now; a lease found lost stops the run's processes at once."""
+        if not self.lost.is_set():
+            try:
+                self.connection.execute("SELECT 1")
+                return True
+            except psycopg.Error:
+                self.lost.set()
+        fencing.stop(self.token)
+        return False
 
     @property
     def variables(self) -> dict[str, str]:
@@ -96,7 +108,8 @@ class Lease:
         time.sleep(max(0.0, self.acquired + FENCE_SECONDS - time.monotonic()))
 
     def check(self) -> None:
-        if self.lost.is_set():
+        """Raise ``BackendUnavailableError`` if the lease is lost (asking the server now)."""
+        if not self.alive():
             raise lost(self.stack_name)
 
 
@@ -119,9 +132,10 @@ def held(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> Iterat
     connection = connect(database)
     try:
         _acquire(connection, key, stack_name, wait_seconds)
-        lease = Lease(stack_name, time.monotonic())
+        lease = Lease(stack_name, connection)
+        done = threading.Event()
         keeper = threading.Thread(
-            target=_keep, args=(connection, lease), name=f"lease-{stack_name}", daemon=True
+            target=_keep, args=(lease, done), name=f"lease-{stack_name}", daemon=True
         )
         _held[mine] = lease
         keeper.start()
@@ -129,10 +143,9 @@ def held(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> Iterat
             yield lease
         finally:
             del _held[mine]
-            was_lost = lease.lost.is_set()
-            lease.lost.set()  # ends the keeper
+            done.set()
             keeper.join()
-            if not was_lost:
+            if not lease.lost.is_set():
                 with contextlib.suppress(psycopg.Error):
                     connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
     finally:
@@ -211,14 +224,10 @@ def _acquire(
         raise _query_error(error, f"lease of stack {stack_name}") from None
 
 
-def _keep(connection: Connection, lease: Lease) -> None:
-    """Heartbeat the lease's connection; on failure, stop the run before anyone else may run."""
-    while not lease.lost.wait(HEARTBEAT_SECONDS):
-        try:
-            connection.execute("SELECT 1")
-        except psycopg.Error:
-            lease.lost.set()
-            fencing.stop(lease.token)
+def _keep(lease: Lease, done: threading.Event) -> None:
+    """Heartbeat the lease; once lost, its run is stopped before anyone else may run."""
+    while not done.wait(HEARTBEAT_SECONDS) and lease.alive():
+        pass
 
 
 def _one(cursor: psycopg.Cursor[TupleRow]) -> object:

@@ -220,7 +220,7 @@ def _leased_engine(
             with stacks.pulumi_errors(stack.name):
                 break_locks(stack, "the lock of a replica that no longer holds the lease")
         except InferCraneError:
-            lease.check()  # a run stopped because its lease was lost fails retryably
+            lease.check()  # a run that lost its lease (and was stopped) fails retryably
             raise
 
 

@@ -1,0 +1,258 @@
+"""Several control-plane replicas on one shared backend, each its own process with its own
+workspace and PULUMI_HOME (as separate hosts would be), through ``NamespaceStack``.
+
+The backend is the session's throwaway PostgreSQL (state and stack leases in one database).
+Every claim is read back as admin from the API server and from the database itself: the
+replicas' own answers are what the control plane would see, never the evidence alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from infercrane_dev.localcluster.processes import descendants
+from infercrane_dev.statestores.postgres import PostgresServer
+from infercrane_pulumi import kinds, naming
+from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from tests.conformance.backends import Tenant
+from tests.conformance.harness import (
+    ENGINE_BINARIES,
+    IMAGE,
+    ROOT,
+    replica,
+    require_toolchain,
+    show,
+    wait_for,
+)
+from tests.conformance.replica import Replica, SharedBackend
+
+pytestmark = pytest.mark.conformance
+
+PLUGINS = ROOT / ".infercrane" / "pulumi-home" / "plugins"
+WAIT = 300.0  # how long a waiting replica may wait for the lease
+
+
+def shared(server: PostgresServer) -> SharedBackend:
+    return SharedBackend(url=server.url, variables={"PGPASSWORD": server.password})
+
+
+def settings_of(tenant: Tenant) -> dict[str, Any]:
+    return {
+        "context": tenant.provider.context,
+        "namespace": tenant.namespace,
+        "imageDigest": IMAGE,
+        "kubeconfig": str(tenant.provider.kubeconfig),
+    }
+
+
+@contextlib.contextmanager
+def fleet(
+    count: int, directory: Path, backend: SharedBackend, tenants: Sequence[Tenant]
+) -> Iterator[list[Replica]]:
+    """``count`` replica processes, each with every tenant's namespace; killed at the end."""
+    bin_dir = require_toolchain(ENGINE_BINARIES)
+    namespaces = {t.namespace: settings_of(t) for t in tenants}
+    started: list[Replica] = []
+    try:
+        for index in range(count):
+            started.append(
+                Replica(
+                    f"replica-{index}",
+                    directory,
+                    backend,
+                    namespaces=namespaces,
+                    plugins=PLUGINS,
+                    bin_dir=bin_dir,
+                )
+            )
+        yield started
+    finally:
+        for made in started:
+            made.close()
+
+
+def intents(keys: Sequence[str]) -> list[dict[str, Any]]:
+    return [replica(key) for key in keys]
+
+
+def owned_names(admin: Cluster, namespace: str) -> dict[str, list[str]]:
+    """Every owned object's name per kind: a duplicate would show twice."""
+    return {
+        kind.kind: sorted(
+            o["metadata"]["name"] for o in admin.select(kind, namespace, naming.OWNED_SELECTOR)
+        )
+        for kind in (kinds.DEPLOYMENT, kinds.SERVICE)
+    }
+
+
+def expected_names(keys: Sequence[str]) -> dict[str, list[str]]:
+    names = sorted(naming.object_name(key) for key in keys)
+    return {kinds.DEPLOYMENT.kind: names, kinds.SERVICE.kind: names}
+
+
+def granted_leases(server: PostgresServer) -> int:
+    with server.connect() as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def pulumi_locks(server: PostgresServer) -> list[str]:
+    with server.connect() as admin:
+        rows = admin.execute(
+            "SELECT key FROM pulumi_state WHERE key LIKE '.pulumi/locks/%%' ORDER BY key"
+        ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+@pytest.fixture
+def admin(admin_client: client.ApiClient) -> Cluster:
+    return Cluster(RestTransport(admin_client), context="admin")
+
+
+def test_two_replicas_ensuring_one_namespace_at_once_take_turns_and_lose_no_update(
+    tenant: Tenant, admin: Cluster, postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    namespace = tenant.namespace
+    first = ["turns-r0", "turns-r1"]
+    second = [*first, "turns-r2"]
+    with fleet(2, tmp_path, shared(postgres_server), [tenant]) as (a, b):
+        # One runs; the other, not waiting, is told the stack is busy (retryable).
+        a.send("ensure", namespace=namespace, intents=intents(first))
+        wait_for(lambda: granted_leases(postgres_server) == 1, timeout=60, what="a's lease")
+        busy = b.call("ensure", namespace=namespace, intents=intents(second))
+        done = a.answer()
+        assert busy["error"]["code"] == "stack-busy" and busy["error"]["retryable"] is True
+        assert done == done | {"ok": True, "changes": dict.fromkeys(first, "create")}
+
+        # Both at once, both waiting: they run one after the other, each from the state the
+        # other left (a lost update would show both starting from the same state).
+        a.send("ensure", namespace=namespace, intents=intents(second), wait=WAIT)
+        b.send("ensure", namespace=namespace, intents=intents(first), wait=WAIT)
+        grow, shrink = a.answer(), b.answer()
+    assert grow["ok"] and shrink["ok"]
+    assert grow["changes"] == dict.fromkeys(first, "same") | {"turns-r2": "create"}
+    if shrink["changes"] == dict.fromkeys(first, "same") | {"turns-r2": "delete"}:
+        last = first  # a ran first, b removed what a added
+    else:
+        assert shrink["changes"] == dict.fromkeys(first, "same")  # b ran first: nothing to do
+        last = second
+    assert owned_names(admin, namespace) == expected_names(last)
+    assert pulumi_locks(postgres_server) == []
+
+
+def test_a_replica_killed_mid_up_is_taken_over_by_another_within_bounded_time(
+    tenant: Tenant,
+    admin: Cluster,
+    postgres_server: PostgresServer,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    namespace = tenant.namespace
+    keys = [f"killed-r{i}" for i in range(6)]
+    with fleet(2, tmp_path, shared(postgres_server), [tenant]) as (a, b):
+        a.send("ensure", namespace=namespace, intents=intents(keys))
+        wait_for(
+            lambda: any(owned_names(admin, namespace).values()),
+            timeout=120,
+            what="the first object of the run to be killed",
+        )
+        b.send("ensure", namespace=namespace, intents=intents(keys), wait=WAIT)
+        engine = descendants(a.process.pid)
+        a.kill()  # the replica and its engine, as when its host dies
+        killed = time.monotonic()
+        taken = b.answer()
+        takeover = time.monotonic() - killed
+    assert engine  # the run was under way
+    assert taken["ok"] is True, taken
+    assert set(taken["changes"]) == set(keys)
+    assert owned_names(admin, namespace) == expected_names(keys)  # no duplicate
+    assert pulumi_locks(postgres_server) == []  # the dead replica's lock was broken
+    assert takeover < 60.0
+    show(
+        pytestconfig,
+        f"takeover after a replica was SIGKILLed mid-up: the waiting replica's call converged "
+        f"{takeover:.1f}s after the kill (its run: {taken['seconds']:.1f}s)",
+    )
+
+
+def test_the_database_restarting_between_and_during_runs(
+    tenant: Tenant, admin: Cluster, postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    namespace = tenant.namespace
+    keys = [f"restart-r{i}" for i in range(12)]
+    with fleet(1, tmp_path, shared(postgres_server), [tenant]) as (a,):
+        assert a.call("ensure", namespace=namespace, intents=intents(keys[:2]))["ok"]
+        postgres_server.restart()  # between two runs: the next call succeeds
+        after = a.call("ensure", namespace=namespace, intents=intents(keys[:3]))
+        assert after["changes"] == dict.fromkeys(keys[:2], "same") | {keys[2]: "create"}
+
+        # During a run: the run is stopped (its lease went with the database) and the
+        # replica is told to retry; nothing of the stopped run keeps running.
+        a.send("ensure", namespace=namespace, intents=intents(keys))
+        wait_for(
+            lambda: len(owned_names(admin, namespace)[kinds.DEPLOYMENT.kind]) > 3,
+            timeout=120,
+            what="the run to be under way",
+        )
+        postgres_server.restart()
+        stopped = a.answer()
+        assert stopped["ok"] is False
+        assert stopped["error"]["code"] == "backend-unavailable"
+        assert stopped["error"]["retryable"] is True
+        assert descendants(a.process.pid) == set()  # the engine, program and plugins
+        converged = a.call("ensure", namespace=namespace, intents=intents(keys))
+    assert converged["ok"] is True, converged
+    assert owned_names(admin, namespace) == expected_names(keys)
+    assert pulumi_locks(postgres_server) == []
+
+
+def test_ensure_many_over_20_namespaces_from_3_replicas_converges_each_once_and_observe_agrees(
+    tenants: Callable[[int], list[Tenant]],
+    admin: Cluster,
+    postgres_server: PostgresServer,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    made = tenants(20)
+    wanted = {t.namespace: [f"{t.namespace}-r0"] for t in made}
+    order = list(wanted)
+    with fleet(3, tmp_path, shared(postgres_server), made) as replicas:
+        started = time.monotonic()
+        for index, one in enumerate(replicas):
+            # Every replica is asked for every namespace, each starting elsewhere.
+            rotated = order[index * 7 :] + order[: index * 7]
+            one.send(
+                "ensure_many",
+                namespaces={ns: intents(wanted[ns]) for ns in rotated},
+                parallel=2,
+            )
+        answers = [one.answer() for one in replicas]
+        elapsed = time.monotonic() - started
+        observed = [
+            {ns: one.call("observe", namespace=ns)["observed"] for ns in order} for one in replicas
+        ]
+    creators: dict[str, int] = dict.fromkeys(order, 0)
+    for answer in answers:
+        for namespace, outcome in answer["outcomes"].items():
+            if "error" in outcome:
+                assert outcome["error"]["code"] == "stack-busy", outcome
+                continue
+            changes = set(outcome["changes"].values())
+            assert changes in ({"create"}, {"same"}), outcome
+            creators[namespace] += changes == {"create"}
+    assert creators == dict.fromkeys(order, 1)  # every namespace converged exactly once
+    for namespace, keys in wanted.items():
+        assert owned_names(admin, namespace) == expected_names(keys)
+    assert observed[0] == observed[1] == observed[2]
+    assert {ns: [key for key, _ in seen] for ns, seen in observed[0].items()} == wanted
+    assert pulumi_locks(postgres_server) == []
+    show(pytestconfig, f"ensure_many: 20 namespaces from 3 replicas at once in {elapsed:.1f}s")
