@@ -9,6 +9,7 @@ interleave calls with faults (a SIGKILL, a database restart). ``Replica`` is the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -161,7 +162,14 @@ class Replica:
         self.process.wait(timeout=30)
 
     def close(self) -> None:
-        if self.process.poll() is None:
+        """End of input ends the replica; one that does not end is killed."""
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
             self.kill()
         self.stderr.close()
 
