@@ -14,8 +14,8 @@ The failure model (README, "State, locks, concurrency"):
 - the holder dies (process or host): the kernel closes its connection, the server releases
   the lease at once, the next replica's ``held`` returns;
 - the holder lives but its connection drops (database restart, network cut, the session
-  terminated): a heartbeat every ``HEARTBEAT_SECONDS`` fails within ``CLIENT_TIMEOUT_MS``
-  more, and the holder kills its run's processes (``fencing``) and reports
+  terminated): a heartbeat every ``HEARTBEAT_SECONDS`` fails, or goes unanswered for
+  ``CLIENT_TIMEOUT_MS``, and the holder kills its run's processes (``fencing``) and reports
   ``BackendUnavailableError`` (retryable): the run never goes on writing unguarded;
 - the holder is partitioned from the database but alive: the same heartbeat stops its run
   after at most ``HEARTBEAT_SECONDS + CLIENT_TIMEOUT_MS``, while the server keeps the lease
@@ -89,12 +89,9 @@ class Lease:
 
     def alive(self) -> bool:
         """Ask the server now; a lease found lost stops the run's processes at once."""
-        if not self.lost.is_set():
-            try:
-                self.connection.execute("SELECT 1")
-                return True
-            except psycopg.Error:
-                self.lost.set()
+        if not self.lost.is_set() and _answers(self.connection, CLIENT_TIMEOUT_MS / 1000):
+            return True
+        self.lost.set()
         fencing.stop(self.token)
         return False
 
@@ -228,6 +225,27 @@ def _keep(lease: Lease, done: threading.Event) -> None:
     """Heartbeat the lease; once lost, its run is stopped before anyone else may run."""
     while not done.wait(HEARTBEAT_SECONDS) and lease.alive():
         pass
+
+
+def _answers(connection: Connection, timeout: float) -> bool:
+    """Whether the server answers a query within ``timeout``. The query runs in a thread of
+    its own: a connection that TCP still believes open (a middlebox swallowing packets) may
+    never answer, and the caller must not wait for it. Such a thread ends when the
+    connection is closed."""
+    answered: list[bool] = []
+    finished = threading.Event()
+
+    def ask() -> None:
+        try:
+            connection.execute("SELECT 1")
+            answered.append(True)
+        except psycopg.Error:
+            pass
+        finally:
+            finished.set()
+
+    threading.Thread(target=ask, name="lease-heartbeat", daemon=True).start()
+    return finished.wait(timeout) and bool(answered)
 
 
 def _one(cursor: psycopg.Cursor[TupleRow]) -> object:
