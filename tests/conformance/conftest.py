@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from infercrane_dev.statestores import postgres
+from infercrane_dev.statestores import postgres, s3
 from infercrane_dev.statestores.postgres import PostgresServer
+from infercrane_dev.statestores.s3 import S3Server
 from infercrane_pulumi import automation
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
 from infercrane_pulumi.intents import WorkloadApiName
@@ -182,6 +183,14 @@ def postgres_server() -> Iterator[PostgresServer]:
         yield server.start()
     finally:
         server.remove()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """The session's throwaway S3 server (versitygw over a private directory)."""
+    require_toolchain(("versitygw",))
+    with s3.running() as server:
+        yield server
 
 
 @pytest.fixture

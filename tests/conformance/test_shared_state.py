@@ -1,7 +1,9 @@
 """Several control-plane replicas on one shared backend, each its own process with its own
 workspace and PULUMI_HOME (as separate hosts would be), through ``NamespaceStack``.
 
-The backend is the session's throwaway PostgreSQL (state and stack leases in one database).
+Each scenario runs twice: on the session's throwaway PostgreSQL (state and stack leases in one
+database), and on an S3 server (versitygw over a directory) holding the state, the leases in
+that PostgreSQL.
 Every claim is read back as admin from the API server and from the database itself: the
 replicas' own answers are what the control plane would see, never the evidence alone.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,9 @@ import pytest
 from kubernetes import client
 
 from infercrane_dev.localcluster.processes import descendants
+from infercrane_dev.statestores import s3
 from infercrane_dev.statestores.postgres import PostgresServer
+from infercrane_dev.statestores.s3 import S3Server
 from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import leases
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
@@ -40,8 +45,48 @@ PLUGINS = ROOT / ".infercrane" / "pulumi-home" / "plugins"
 WAIT = 300.0  # how long a waiting replica may wait for the lease
 
 
-def shared(server: PostgresServer) -> SharedBackend:
-    return SharedBackend(url=server.url, variables={"PGPASSWORD": server.password})
+@dataclass(frozen=True)
+class Store:
+    """One shared backend as the replicas see it, and what the test reads behind their back."""
+
+    backend: SharedBackend
+    locks: Callable[[], list[str]]  # Pulumi's lock objects, read in the store itself
+    restart: Callable[[], None]  # the state server and the lease database
+    leases: Callable[[], int]  # how many stack leases are held now
+
+
+@pytest.fixture(params=["postgres", "s3"])
+def store(request: pytest.FixtureRequest, postgres_server: PostgresServer) -> Store:
+    """PostgreSQL holding the state and the leases; or an S3 server holding the state, the
+    leases in the PostgreSQL the control plane already has."""
+    lease_password = {"PGPASSWORD": postgres_server.password}
+    if request.param == "postgres":
+        return Store(
+            SharedBackend(url=postgres_server.url, variables=lease_password),
+            lambda: postgres_locks(postgres_server),
+            postgres_server.restart,
+            lambda: granted_leases(postgres_server),
+        )
+    bucket: S3Server = request.getfixturevalue("s3_server")
+
+    def restart() -> None:
+        bucket.stop()
+        bucket.start()
+        postgres_server.restart()
+
+    return Store(
+        SharedBackend(
+            url=bucket.url,
+            variables=bucket.variables | lease_password,
+            lease_url=postgres_server.url,
+        ),
+        lambda: sorted(
+            str(path.relative_to(bucket.root))
+            for path in (bucket.root / s3.BUCKET / ".pulumi" / "locks").rglob("*.json")
+        ),
+        restart,
+        lambda: granted_leases(postgres_server),
+    )
 
 
 def settings_of(tenant: Tenant) -> dict[str, Any]:
@@ -106,7 +151,7 @@ def granted_leases(server: PostgresServer) -> int:
     return int(row[0]) if row else 0
 
 
-def pulumi_locks(server: PostgresServer) -> list[str]:
+def postgres_locks(server: PostgresServer) -> list[str]:
     with server.connect() as admin:
         rows = admin.execute(
             "SELECT key FROM pulumi_state WHERE key LIKE '.pulumi/locks/%%' ORDER BY key"
@@ -120,15 +165,18 @@ def admin(admin_client: client.ApiClient) -> Cluster:
 
 
 def test_two_replicas_ensuring_one_namespace_at_once_take_turns_and_lose_no_update(
-    tenant: Tenant, admin: Cluster, postgres_server: PostgresServer, tmp_path: Path
+    tenant: Tenant,
+    admin: Cluster,
+    store: Store,
+    tmp_path: Path,
 ) -> None:
     namespace = tenant.namespace
     first = ["turns-r0", "turns-r1"]
     second = [*first, "turns-r2"]
-    with fleet(2, tmp_path, shared(postgres_server), [tenant]) as (a, b):
+    with fleet(2, tmp_path, store.backend, [tenant]) as (a, b):
         # One runs; the other, not waiting, is told the stack is busy (retryable).
         a.send("ensure", namespace=namespace, intents=intents(first))
-        wait_for(lambda: granted_leases(postgres_server) == 1, timeout=60, what="a's lease")
+        wait_for(lambda: store.leases() == 1, timeout=60, what="a's lease")
         busy = b.call("ensure", namespace=namespace, intents=intents(second))
         done = a.answer()
         assert busy["error"]["code"] == "stack-busy" and busy["error"]["retryable"] is True
@@ -147,19 +195,19 @@ def test_two_replicas_ensuring_one_namespace_at_once_take_turns_and_lose_no_upda
         assert shrink["changes"] == dict.fromkeys(first, "same")  # b ran first: nothing to do
         last = second
     assert owned_names(admin, namespace) == expected_names(last)
-    assert pulumi_locks(postgres_server) == []
+    assert store.locks() == []
 
 
 def test_a_replica_killed_mid_up_is_taken_over_by_another_within_bounded_time(
     tenant: Tenant,
     admin: Cluster,
-    postgres_server: PostgresServer,
+    store: Store,
     tmp_path: Path,
     pytestconfig: pytest.Config,
 ) -> None:
     namespace = tenant.namespace
     keys = [f"killed-r{i}" for i in range(6)]
-    with fleet(2, tmp_path, shared(postgres_server), [tenant]) as (a, b):
+    with fleet(2, tmp_path, store.backend, [tenant]) as (a, b):
         a.send("ensure", namespace=namespace, intents=intents(keys))
         wait_for(
             lambda: any(owned_names(admin, namespace).values()),
@@ -170,7 +218,7 @@ def test_a_replica_killed_mid_up_is_taken_over_by_another_within_bounded_time(
         engine = descendants(a.process.pid)
         a.kill()  # the replica and its engine, as when its host dies
         killed = time.monotonic()
-        wait_for(lambda: granted_leases(postgres_server) == 1, timeout=30, what="b's lease")
+        wait_for(lambda: store.leases() == 1, timeout=30, what="b's lease")
         leased = time.monotonic() - killed
         taken = b.answer()
         takeover = time.monotonic() - killed
@@ -178,24 +226,28 @@ def test_a_replica_killed_mid_up_is_taken_over_by_another_within_bounded_time(
     assert taken["ok"] is True, taken
     assert set(taken["changes"]) == set(keys)
     assert owned_names(admin, namespace) == expected_names(keys)  # no duplicate
-    assert pulumi_locks(postgres_server) == []  # the dead replica's lock was broken
+    assert store.locks() == []  # the dead replica's lock was broken
     assert takeover < 60.0
     show(
         pytestconfig,
-        f"takeover after a replica was SIGKILLed mid-up: the waiting replica held the lease "
+        f"takeover on {store.backend.url.split(':')[0]} after a replica was SIGKILLed mid-up: "
+        f"the waiting replica held the lease "
         f"{leased:.2f}s after the kill and had converged the namespace {takeover:.1f}s after it "
         f"(fence {leases.FENCE_SECONDS:.0f}s, broken lock, the run itself)",
     )
 
 
 def test_the_database_restarting_between_and_during_runs(
-    tenant: Tenant, admin: Cluster, postgres_server: PostgresServer, tmp_path: Path
+    tenant: Tenant,
+    admin: Cluster,
+    store: Store,
+    tmp_path: Path,
 ) -> None:
     namespace = tenant.namespace
     keys = [f"restart-r{i}" for i in range(12)]
-    with fleet(1, tmp_path, shared(postgres_server), [tenant]) as (a,):
+    with fleet(1, tmp_path, store.backend, [tenant]) as (a,):
         assert a.call("ensure", namespace=namespace, intents=intents(keys[:2]))["ok"]
-        postgres_server.restart()  # between two runs: the next call succeeds
+        store.restart()  # between two runs: the next call succeeds
         after = a.call("ensure", namespace=namespace, intents=intents(keys[:3]))
         assert after["changes"] == dict.fromkeys(keys[:2], "same") | {keys[2]: "create"}
 
@@ -207,7 +259,7 @@ def test_the_database_restarting_between_and_during_runs(
             timeout=120,
             what="the run to be under way",
         )
-        postgres_server.restart()
+        store.restart()
         stopped = a.answer()
         assert stopped["ok"] is False
         assert stopped["error"]["code"] == "backend-unavailable"
@@ -216,20 +268,20 @@ def test_the_database_restarting_between_and_during_runs(
         converged = a.call("ensure", namespace=namespace, intents=intents(keys))
     assert converged["ok"] is True, converged
     assert owned_names(admin, namespace) == expected_names(keys)
-    assert pulumi_locks(postgres_server) == []
+    assert store.locks() == []
 
 
 def test_ensure_many_over_20_namespaces_from_3_replicas_converges_each_once_and_observe_agrees(
     tenants: Callable[[int], list[Tenant]],
     admin: Cluster,
-    postgres_server: PostgresServer,
+    store: Store,
     tmp_path: Path,
     pytestconfig: pytest.Config,
 ) -> None:
     made = tenants(20)
     wanted = {t.namespace: [f"{t.namespace}-r0"] for t in made}
     order = list(wanted)
-    with fleet(3, tmp_path, shared(postgres_server), made) as replicas:
+    with fleet(3, tmp_path, store.backend, made) as replicas:
         started = time.monotonic()
         for index, one in enumerate(replicas):
             # Split with overlaps: each replica is asked for 10 namespaces from its own start,
@@ -255,5 +307,9 @@ def test_ensure_many_over_20_namespaces_from_3_replicas_converges_each_once_and_
         assert owned_names(admin, namespace) == expected_names(keys)
     assert observed[0] == observed[1] == observed[2]
     assert {ns: [key for key, _ in seen] for ns, seen in observed[0].items()} == wanted
-    assert pulumi_locks(postgres_server) == []
-    show(pytestconfig, f"ensure_many: 20 namespaces from 3 replicas at once in {elapsed:.1f}s")
+    assert store.locks() == []
+    show(
+        pytestconfig,
+        f"ensure_many on {store.backend.url.split(':')[0]}: 20 namespaces from 3 replicas at "
+        f"once in {elapsed:.1f}s",
+    )
