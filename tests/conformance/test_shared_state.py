@@ -156,7 +156,7 @@ def lease_count(server: PostgresServer, granted: bool) -> int:
 def postgres_locks(server: PostgresServer) -> list[str]:
     with server.connect() as admin:
         rows = admin.execute(
-            "SELECT key FROM pulumi_state WHERE key LIKE '.pulumi/locks/%%' ORDER BY key"
+            "SELECT key FROM pulumi_state WHERE key LIKE '%%.pulumi/locks/%%' ORDER BY key"
         ).fetchall()
     return [str(row[0]) for row in rows]
 
@@ -210,14 +210,17 @@ def test_a_replica_killed_mid_up_is_taken_over_by_another_within_bounded_time(
     namespace = tenant.namespace
     keys = [f"killed-r{i}" for i in range(20)]
     with fleet(2, tmp_path, store.backend, [tenant]) as (a, b):
+        assert b.call("observe", namespace=namespace)["observed"] == []
         a.send("ensure", namespace=namespace, intents=intents(keys))
+        wait_for(lambda: store.leases(True) == 1, timeout=60, what="a's lease")
+        b.send("ensure", namespace=namespace, intents=intents(keys), wait=WAIT)
+        wait_for(lambda: store.leases(False) == 1, timeout=60, what="b waiting for the lease")
         wait_for(
             lambda: any(owned_names(admin, namespace).values()),
             timeout=120,
             what="the first object of the run to be killed",
         )
-        b.send("ensure", namespace=namespace, intents=intents(keys), wait=WAIT)
-        wait_for(lambda: store.leases(False) == 1, timeout=60, what="b waiting for the lease")
+        locked = store.locks()  # a's engine holds Pulumi's lock
         engine = descendants(a.process.pid)
         a.kill()  # the replica and its engine, as when its host dies
         killed = time.monotonic()
@@ -225,9 +228,10 @@ def test_a_replica_killed_mid_up_is_taken_over_by_another_within_bounded_time(
         leased = time.monotonic() - killed
         taken = b.answer()
         takeover = time.monotonic() - killed
-    assert engine  # the run was under way
+    assert engine and len(locked) == 1  # the run was under way
     assert taken["ok"] is True, taken
     assert set(taken["changes"]) == set(keys)
+    assert takeover >= leases.FENCE_SECONDS  # the lock was broken only after the fence
     assert owned_names(admin, namespace) == expected_names(keys)  # no duplicate
     assert store.locks() == []  # the dead replica's lock was broken
     assert takeover < 60.0
