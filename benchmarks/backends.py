@@ -20,6 +20,7 @@ from benchmarks import scenario
 from benchmarks.ours import expect
 from benchmarks.progress import EventCounter, Progress
 from benchmarks.workbench import Workbench
+from infercrane_dev.localcluster.processes import ManagedProcess
 from infercrane_dev.statestores import postgres, s3
 from infercrane_pulumi import automation
 from infercrane_pulumi.automation import NamespaceStack, StackResult
@@ -33,6 +34,8 @@ Listing = dict[str, tuple[int, str]]  # state object -> (stored bytes, version s
 class Store:
     env: automation.PulumiEnvironment
     listing: Callable[[], Listing]
+    # The servers it runs (sampled apart from the runs' own processes, like the API server).
+    pids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ def stores(bench: Workbench, names: tuple[str, ...]) -> Iterator[Mapping[str, St
             found["postgres"] = Store(
                 automation.PulumiEnvironment.for_backend(database.url_with_password, **fields),
                 rows(database),
+                _pids(database.process),
             )
         if "s3" in names:
             bucket = started.enter_context(s3.running())
@@ -100,8 +104,14 @@ def stores(bench: Workbench, names: tuple[str, ...]) -> Iterator[Mapping[str, St
                 backend_variables=bucket.variables,
                 **fields,
             )
-            found["s3"] = Store(env, files(bucket.root / s3.BUCKET))
+            found["s3"] = Store(
+                env, files(bucket.root / s3.BUCKET), _pids(database.process, bucket.process)
+            )
         yield {name: found[name] for name in names}
+
+
+def _pids(*processes: ManagedProcess | None) -> tuple[int, ...]:
+    return tuple(process.pid for process in processes if process is not None)
 
 
 def lifecycle(

@@ -262,7 +262,8 @@ class Run:
 
     def engine(self) -> None:
         with Workbench.open() as bench, backends.stores(bench, self.plan.backends) as stores:
-            self.progress.server_pids = bench.server_pids
+            stored = {pid for store in stores.values() for pid in store.pids}
+            self.progress.server_pids = (*bench.server_pids, *sorted(stored))
             self.results.meta["versions"] = machine.versions(
                 bench.env.bin_dir / "pulumi" if bench.env.bin_dir else Path("pulumi"),
                 bench.admin.version(),
