@@ -53,6 +53,7 @@ class Store:
     backend: SharedBackend
     locks: Callable[[], list[str]]  # Pulumi's lock objects, read in the store itself
     restart: Callable[[], None]  # the state server and the lease database
+    stored: Callable[[], str]  # every state object's content, decoded
     leases: Callable[[bool], int]  # how many stack leases are held (True) or awaited now
 
 
@@ -66,6 +67,7 @@ def store(request: pytest.FixtureRequest, postgres_server: PostgresServer) -> St
             SharedBackend(url=postgres_server.url, variables=lease_password),
             lambda: postgres_locks(postgres_server),
             postgres_server.restart,
+            lambda: postgres_contents(postgres_server),
             functools.partial(lease_count, postgres_server),
         )
     bucket: S3Server = request.getfixturevalue("s3_server")
@@ -86,6 +88,9 @@ def store(request: pytest.FixtureRequest, postgres_server: PostgresServer) -> St
             for path in (bucket.root / s3.BUCKET / ".pulumi" / "locks").rglob("*.json")
         ),
         restart,
+        lambda: "".join(
+            path.read_text(errors="replace") for path in bucket.root.rglob("*") if path.is_file()
+        ),
         functools.partial(lease_count, postgres_server),
     )
 
@@ -153,6 +158,14 @@ def lease_count(server: PostgresServer, granted: bool) -> int:
     return int(row[0]) if row else 0
 
 
+def postgres_contents(server: PostgresServer) -> str:
+    with server.connect() as admin:
+        rows = admin.execute(
+            "SELECT convert_from(decode(data->>'data', 'base64'), 'UTF8') FROM pulumi_state"
+        ).fetchall()
+    return "".join(str(row[0]) for row in rows)
+
+
 def postgres_locks(server: PostgresServer) -> list[str]:
     with server.connect() as admin:
         rows = admin.execute(
@@ -198,6 +211,14 @@ def test_two_replicas_ensuring_one_namespace_at_once_take_turns_and_lose_no_upda
         last = second
     assert owned_names(admin, namespace) == expected_names(last)
     assert store.locks() == []
+    # The backend's secrets reach the replicas as variables only: not in the state, nor in
+    # anything a replica wrote (its spec, workspace, PULUMI_HOME, its stderr).
+    variables = store.backend.variables
+    secrets = [variables[k] for k in ("PGPASSWORD", "AWS_SECRET_ACCESS_KEY") if k in variables]
+    written = store.stored() + "".join(
+        path.read_text(errors="replace") for path in tmp_path.rglob("*") if path.is_file()
+    )
+    assert [secret for secret in secrets if secret in written] == []
 
 
 def test_a_replica_killed_mid_up_is_taken_over_by_another_within_bounded_time(
