@@ -3,6 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
+# checkov's pins conflict with the project's (hack/lint/checkov-constraints.txt): its own venv.
+CHECKOV_VENV := .venv-checkov
 TOOLS_BIN = $(shell hack/tools/build.sh --bin-dir)
 
 export PULUMI_SKIP_UPDATE_CHECK := true
@@ -57,8 +59,10 @@ preview: venv tools
 bench: venv tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m benchmarks $(BENCH_ARGS)
 
-## lint: ruff, mypy, shellcheck, go vet of hack/tools, actionlint (needs `tools` for the last two)
-lint: venv tools
+## lint: ruff, mypy, shellcheck, go vet of hack/tools, actionlint and zizmor on the workflows,
+## and kube-score and checkov on every rendered variant (needs `tools` for go vet, actionlint
+## and kube-score)
+lint: venv tools $(CHECKOV_VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
@@ -66,7 +70,10 @@ lint: venv tools
 	hack/tools/build.sh --vet
 	if [[ -d .github/workflows ]]; then \
 	  $(TOOLS_BIN)/actionlint -shellcheck=$(VENV)/bin/shellcheck .github/workflows/*.yml; \
+	  $(VENV)/bin/zizmor --offline --persona=auditor --config .github/zizmor.yml .github/; \
 	fi
+	$(PY) -m infercrane_dev.scoring --kube-score $(TOOLS_BIN)/kube-score \
+	  --checkov $(CHECKOV_VENV)/bin/checkov
 
 fmt: venv
 	$(VENV)/bin/ruff format .
@@ -86,6 +93,12 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $@
+
+$(CHECKOV_VENV)/.installed: hack/lint/checkov-constraints.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  -c hack/lint/checkov-constraints.txt checkov
 	touch $@
 
 clean:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import backends, floor, machine, mocked, ours, parallel, report, scenario
+from benchmarks import backends, floor, machine, mocked, naive, ours, parallel, report, scenario
 from benchmarks.budget import Budget
 from benchmarks.progress import Progress
 from benchmarks.results import ParallelResult, Results, SizeResult
@@ -198,7 +198,12 @@ class Run:
     def single(self, bench: Workbench, n: int, rep: int) -> None:
         size = self.results.single.setdefault(n, SizeResult(n, self.plan.repeat))
         usages, state_bytes = ours.lifecycle(bench, self.progress, n, rep)
-        size.add(usages, floor.lifecycle(bench, self.progress, n, rep), state_bytes)
+        sides = {
+            "ours": usages,
+            "floor": floor.lifecycle(bench, self.progress, n, rep),
+            "naive": naive.lifecycle(bench, self.progress, n, rep),
+        }
+        size.add(sides, state_bytes)
 
     def many(self, bench: Workbench, rep: int) -> None:
         assert self.plan.parallel_stacks is not None

@@ -31,8 +31,6 @@ from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.manifests import Manifest
 
 GONE_POLL_SECONDS = 0.1
-# Objects each apply step must write per intent: two on the first up, none on the no-op.
-WRITES = {"up": 2, "noop": 0}
 
 
 def objects(settings: KubernetesSettings, desired: Sequence[ReplicaIntent]) -> list[Manifest]:
@@ -104,22 +102,25 @@ def lifecycle(bench: Workbench, progress: Progress, n: int, rep: int) -> dict[st
     """One repetition at N with one client kept across the steps, as a controller would."""
     settings = bench.namespace(f"bench-{n}-floor")
     desired = scenario.intents(n)
+    extra = [scenario.extra_intent(n)]
+    grown = [*desired, *extra]
+    # How many objects each step writes.
+    writes = {"up": 2 * n, "noop": 0, "add1": 2}
     usages: dict[str, Usage] = {}
     with bench.provider_cluster() as cluster:
         steps: dict[str, Callable[[], object]] = {
             "up": lambda: apply_all(cluster, settings, desired),
             "noop": lambda: apply_all(cluster, settings, desired),
-            "preview": lambda: dry_run_all(cluster, settings, scenario.with_one_changed(desired)),
-            "destroy": lambda: delete_all(cluster, settings, desired),
+            "add1": lambda: apply_all(cluster, settings, extra),
+            "preview": lambda: dry_run_all(cluster, settings, scenario.with_one_changed(grown)),
+            "destroy": lambda: delete_all(cluster, settings, grown),
         }
         for key, call in steps.items():
             label = f"N={n} rep {rep} floor {scenario.OPERATIONS[key]}"
             written, usages[key] = progress.measure(label, call)
-            if key in WRITES and written != WRITES[key] * n:
+            if key in writes and written != writes[key]:
                 # Not fatal: a controller's status write between dry-run and apply looks the
                 # same, and the numbers stay valid; it is worth seeing, not worth a lost run.
-                progress.say(
-                    f"  warning: {label} wrote {written} objects, expected {WRITES[key] * n}"
-                )
-            bench.settle(settings.namespace, 0 if key == "destroy" else n, progress.say)
+                progress.say(f"  warning: {label} wrote {written} objects, expected {writes[key]}")
+            bench.settle(settings.namespace, scenario.pods_after(key, n), progress.say)
     return usages

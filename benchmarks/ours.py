@@ -46,14 +46,19 @@ def lifecycle(
     events = EventCounter()
     stack = open_stack(bench, namespace, f"ours-{n}-r{rep}", events)
     desired = scenario.intents(n)
+    grown = [*desired, scenario.extra_intent(n)]
     steps: dict[str, tuple[Callable[[], StackResult], Callable[[StackResult], bool]]] = {
         "up": (lambda: stack.ensure(desired), lambda r: r.summary.add == n),
         "noop": (lambda: stack.ensure(desired), lambda r: r.summary.same == n),
-        "preview": (
-            lambda: stack.preview(scenario.with_one_changed(desired)),
-            lambda r: r.summary.change == 1 and r.summary.same == n - 1,
+        "add1": (
+            lambda: stack.ensure(grown),
+            lambda r: r.summary.add == 1 and r.summary.same == n,
         ),
-        "destroy": (stack.destroy, lambda r: r.summary.destroy == n),
+        "preview": (
+            lambda: stack.preview(scenario.with_one_changed(grown)),
+            lambda r: r.summary.change == 1 and r.summary.same == n,
+        ),
+        "destroy": (stack.destroy, lambda r: r.summary.destroy == n + 1),
     }
     usages: dict[str, Usage] = {}
     state_bytes = 0
@@ -64,5 +69,5 @@ def lifecycle(
         expect(label, result, wanted)
         if key == "up":
             state_bytes = bench.state_bytes(stack.stack_name)
-        bench.settle(namespace, 0 if key == "destroy" else n, progress.say)
+        bench.settle(namespace, scenario.pods_after(key, n), progress.say)
     return usages, state_bytes

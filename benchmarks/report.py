@@ -63,6 +63,12 @@ def wall(samples: Sequence[Usage]) -> Spread:
     return summary(samples)["wall_s"]
 
 
+def ratio(ours: float, other: float) -> str:
+    """``ours`` against ``other``: two decimals below 10, whole numbers above."""
+    value = ours / other
+    return f"{value:.2f}{TIMES}" if value < 10 else f"{value:.0f}{TIMES}"
+
+
 def per_intent(median_s: float, n: int) -> str:
     """Milliseconds per intent, to three significant digits or so."""
     return seconds(median_s / n * 1e3)
@@ -97,13 +103,20 @@ def _header(results: Results) -> list[str]:
         "- **ours**: `NamespaceStack` (the control plane's API) on the real engine against a "
         "local kube-apiserver, as the provider identity bound to the shipped Role only; N "
         "intents in deployment mode (a Deployment and a Service each). first up = `ensure` on "
-        "an empty namespace; no-op up = `ensure` again; preview = `preview` with one intent's "
-        "runtimeArgs changed; destroy = `destroy`. The stack is created before the first step.",
+        "an empty namespace; no-op up = `ensure` again (a verified no-op: no engine); add 1 "
+        "intent = `ensure` of the N and one more; preview = `preview` with one intent's "
+        "runtimeArgs changed; destroy = `destroy` (N+1). The stack is created before the first "
+        "step.",
         "- **floor**: one persistent client (the project's `RestTransport`/`Cluster`), same "
         "identity and objects (`workloads.stack_objects`): validate + render, then per object a "
         "strict server-side dry-run and an apply (`infercrane-provider-v1`, force=false). "
-        "no-op = the same again; preview = the dry-runs alone; destroy = one DELETE per object "
-        "(Background) and waiting until all are gone.",
+        "no-op = the same again; add 1 = the new intent's two objects; preview = the dry-runs "
+        "alone; destroy = one DELETE per object (Background) and waiting until all are gone.",
+        "- **naive**: a plain pulumi-kubernetes program of the same objects "
+        "(`benchmarks/naive_program.py`: one provider, each object registered as its kind; no "
+        "component, preflight or validation), run as its author would (`pulumi up`, `preview`, "
+        "`destroy` on the command line), same identity, backend, plugins, skipped checkpoints, "
+        "no refresh.",
         f"- Wall seconds: median (min{DASH}max) over the repetitions. Between steps the benchmark "
         "waits, unmeasured, until the controllers have caught up (N Pods, or none).",
         "- CPU seconds: *this process* = `RUSAGE_SELF` of the benchmark process (Automation "
@@ -139,13 +152,16 @@ def _single(results: Results) -> list[str]:
     rows = []
     for n, size, key, name in _compared(results.single):
         ours, floor = wall(size.ours[key]), wall(size.floor[key])
+        naive = wall(size.naive[key]) if size.naive.get(key) else None
         rows.append(
             [
                 str(n),
                 name,
                 shown(ours),
                 shown(floor),
-                f"{ours.median / floor.median:.0f}{TIMES}",
+                ratio(ours.median, floor.median),
+                shown(naive) if naive else DASH,
+                ratio(ours.median, naive.median) if naive else DASH,
                 per_intent(ours.median, n),
                 linearity(ours.median, n, ref_median("ours", key), ref),
                 per_intent(floor.median, n),
@@ -160,6 +176,8 @@ def _single(results: Results) -> list[str]:
             "ours s",
             "floor s",
             "ours/floor",
+            "naive s",
+            "ours/naive",
             "ours ms/intent",
             f"ours linearity ({TIMES}N={ref})",
             "floor ms/intent",

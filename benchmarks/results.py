@@ -35,12 +35,13 @@ def spread(values: Iterable[float]) -> Spread:
 
 @dataclass
 class SizeResult:
-    """One stack of N intents: samples per operation, ours and floor."""
+    """One stack of N intents: samples per operation, ours, the floor and the naive program."""
 
     n: int
     repetitions_requested: int
     ours: dict[str, list[Usage]] = field(default_factory=dict)
     floor: dict[str, list[Usage]] = field(default_factory=dict)
+    naive: dict[str, list[Usage]] = field(default_factory=dict)
     state_bytes: list[int] = field(default_factory=list)
     note: str = ""  # why fewer repetitions ran than requested
 
@@ -48,11 +49,15 @@ class SizeResult:
     def repetitions(self) -> int:
         return len(self.state_bytes)
 
-    def add(self, ours: dict[str, Usage], floor: dict[str, Usage], state_bytes: int) -> None:
-        for key, usage in ours.items():
-            self.ours.setdefault(key, []).append(usage)
-        for key, usage in floor.items():
-            self.floor.setdefault(key, []).append(usage)
+    def add(
+        self,
+        sides: dict[str, dict[str, Usage]],
+        state_bytes: int,
+    ) -> None:
+        """One repetition: each side's (ours, floor, naive) usage per operation."""
+        for side, usages in sides.items():
+            for key, usage in usages.items():
+                getattr(self, side).setdefault(key, []).append(usage)
         self.state_bytes.append(state_bytes)
 
 
@@ -115,6 +120,7 @@ def to_json(results: Results) -> dict[str, Any]:
             "state_bytes_after_first_up": size.state_bytes,
             "ours": _with_summaries(size.ours),
             "floor": _with_summaries(size.floor),
+            "naive": _with_summaries(size.naive),
         }
         for n, size in results.single.items()
     }
@@ -167,6 +173,7 @@ def from_json(data: dict[str, Any]) -> Results:
     for n, raw in data["single"].items():
         size = results.single[int(n)] = SizeResult(int(n), raw["repetitions_requested"])
         size.ours, size.floor = _samples(raw["ours"]), _samples(raw["floor"])
+        size.naive = _samples(raw.get("naive") or {})
         size.state_bytes, size.note = raw["state_bytes_after_first_up"], raw["note"]
     if (p := data.get("parallel")) is not None:
         results.parallel = ParallelResult(

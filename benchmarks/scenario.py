@@ -1,7 +1,8 @@
 """What every measurement deploys, ours and the floor alike, so their numbers compare.
 
 N intents of the ``deployment`` workload API (a Deployment and a Service each) in one
-namespace; the preview changes one intent's runtime arguments, the smallest real edit.
+namespace; then one intent more (what a control plane does most: one change into a namespace
+that holds many); the preview changes one intent's runtime arguments, the smallest real edit.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ CHANGED_ARGS = ("--max-model-len", "4096")
 OPERATIONS = {
     "up": "first up",
     "noop": "no-op up",
+    "add1": "add 1 intent",
     "preview": "preview, 1 changed",
     "destroy": "destroy",
 }
@@ -34,17 +36,28 @@ class UnexpectedResultError(RuntimeError):
 
 
 def intents(n: int) -> list[ReplicaIntent]:
-    return [
-        ReplicaIntent.model_validate(
-            {
-                "externalKey": f"bench-{i:05d}",
-                "model": "Qwen/Qwen3-0.6B",
-                "gpu": "NVIDIA-L4",
-                "runtimeArgs": list(RUNTIME_ARGS),
-            }
-        )
-        for i in range(n)
-    ]
+    return [_intent(i) for i in range(n)]
+
+
+def extra_intent(n: int) -> ReplicaIntent:
+    """The intent added to a stack of ``intents(n)``."""
+    return _intent(n)
+
+
+def _intent(index: int) -> ReplicaIntent:
+    return ReplicaIntent.model_validate(
+        {
+            "externalKey": f"bench-{index:05d}",
+            "model": "Qwen/Qwen3-0.6B",
+            "gpu": "NVIDIA-L4",
+            "runtimeArgs": list(RUNTIME_ARGS),
+        }
+    )
+
+
+def pods_after(operation: str, n: int) -> int:
+    """How many Pods the namespace holds once ``operation`` settled, in the order above."""
+    return {"up": n, "noop": n, "destroy": 0}.get(operation, n + 1)
 
 
 def with_one_changed(desired: Sequence[ReplicaIntent]) -> list[ReplicaIntent]:

@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from infercrane_dev import DEPLOY_DIR, REPO_ROOT
 from infercrane_dev.localcluster import LocalControlPlane, find_binary
@@ -53,6 +54,7 @@ H100_POOL = NodePool("NVIDIA-H100-80GB-HBM3", nodes=1, gpus_per_node=8)
 PRODUCTS_WITH_NODES = frozenset({REAL_NODE.product, H100_POOL.product})
 SETTLE_SECONDS = 120
 HTTP_TIMEOUT_SECONDS = 10
+ENDPOINT_SECONDS = 30
 
 
 def show(found: Sequence[observe.ReplicaObservation]) -> None:
@@ -117,17 +119,28 @@ def served_models(
         ("with the worker key", {"Authorization": f"Bearer {worker_key}"}),
         ("without it", {}),
     ):
-        connection = http.client.HTTPConnection(address, timeout=HTTP_TIMEOUT_SECONDS)
-        try:
-            connection.request("GET", "/v1/models", headers=headers)
-            answer = connection.getresponse()
-            body = json.loads(answer.read() or b"{}")
-        finally:
-            connection.close()
+        status, body = _get(address, "/v1/models", headers)
         models = [f"{m.get('id')} (revision {m.get('revision')})" for m in body.get("data", [])]
         shown = ", ".join(models) or (body.get("error") or {}).get("message", "")
-        lines.append(f"GET http://{address}/v1/models {label}: {answer.status} {shown}")
+        lines.append(f"GET http://{address}/v1/models {label}: {status} {shown}")
     return lines
+
+
+def _get(address: str, path: str, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    # kube-proxy programs a new endpoint about a second after its Pod turns ready.
+    deadline = time.monotonic() + ENDPOINT_SECONDS
+    while True:
+        connection = http.client.HTTPConnection(address, timeout=HTTP_TIMEOUT_SECONDS)
+        try:
+            connection.request("GET", path, headers=headers)
+            answer = connection.getresponse()
+            return answer.status, json.loads(answer.read() or b"{}")
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+        finally:
+            connection.close()
 
 
 def run(*, keep: bool, state_root: Path, backend: str = "file") -> int:

@@ -7,21 +7,22 @@ and never reads the cluster.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import KINDS
-
-REPLICA_TYPE = "infercrane:kubernetes:Replica"
+from infercrane_pulumi.manifests import Manifest
 
 
 def stack_provider(settings: KubernetesSettings) -> k8s.Provider:
     """The stack's only provider: explicit context and namespace, server-side apply on."""
     kubeconfig = None if settings.kubeconfig is None else pulumi.Output.secret(settings.kubeconfig)
     return k8s.Provider(
-        f"infercrane-{settings.namespace}",
+        naming.provider_name(settings),
         context=settings.context,
         namespace=settings.namespace,
         kubeconfig=kubeconfig,
@@ -37,7 +38,7 @@ class ReplicaComponent(pulumi.ComponentResource):
 
     resource_id: str
     endpoint: str
-    objects: list[dict[str, str]]
+    objects: list[pulumi.Output[dict[str, object]]]
     intent: dict[str, object]
 
     def __init__(
@@ -49,18 +50,25 @@ class ReplicaComponent(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         name = naming.object_name(intent.external_key)
-        super().__init__(REPLICA_TYPE, name, None, opts)
+        super().__init__(naming.REPLICA_TYPE, name, None, opts)
         child_opts = pulumi.ResourceOptions(parent=self, provider=provider)
         desired = workloads.replica_objects(settings, intent)
         self.children = [
             pulumi.CustomResource(
-                KINDS[obj["kind"]].pulumi_type, f"{name}-{obj['kind'].lower()}", obj, child_opts
+                KINDS[obj["kind"]].pulumi_type,
+                naming.child_name(intent.external_key, obj["kind"]),
+                obj,
+                child_opts,
             )
             for obj in desired
         ]
         self.resource_id = naming.resource_id(settings, intent.external_key)
         self.endpoint = workloads.endpoint(settings, intent)
-        self.objects = [{"kind": obj["kind"], "name": obj["metadata"]["name"]} for obj in desired]
+        # Each object as the apply left it (uid, generation): a later run that finds every
+        # object still so, and no change in the intents, need not start the engine.
+        self.objects = [
+            _as_applied(obj, child) for obj, child in zip(desired, self.children, strict=True)
+        ]
         # The applied intent travels with the state, so any process sharing the backend
         # knows what the stack holds (observe, remove) without the control plane's database.
         self.intent = intent.model_dump(mode="json", by_alias=True)
@@ -73,3 +81,16 @@ class ReplicaComponent(pulumi.ComponentResource):
             "objects": self.objects,
             "intent": self.intent,
         }
+
+
+def _as_applied(obj: Manifest, child: pulumi.CustomResource) -> pulumi.Output[dict[str, object]]:
+    """The object's kind and name, and the uid and generation the apply left it with."""
+    live: pulumi.Output[Any] = child.metadata  # type: ignore[attr-defined]
+    return live.apply(
+        lambda meta: {
+            "kind": obj["kind"],
+            "name": obj["metadata"]["name"],
+            "uid": (meta or {}).get("uid"),
+            "generation": (meta or {}).get("generation"),
+        }
+    )

@@ -1,6 +1,7 @@
 """What a replica intent becomes: the exact Kubernetes objects, as plain dicts.
 
-Pure functions only: no Pulumi, no clients, no I/O. Which of these builders a workload API uses
+Pure functions only: no Pulumi, no clients, no I/O. The Pod inside them comes from ``podspec``.
+Which of these builders a workload API uses
 is decided in ``workloads``; the Pulumi layer, ``render``, ``diff`` and the ownership preflight
 all take their objects from there, so what a reviewer renders is what the engine applies and
 what the preflight dry-runs.
@@ -9,24 +10,21 @@ what the preflight dry-runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import yaml
 
-from infercrane_pulumi import naming
+from infercrane_pulumi import naming, podspec
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
+from infercrane_pulumi.podspec import (
+    DEPLOYMENT_POD,
+    KSERVE_POD,
+    PORT_NAME,
+    pod_fields,
+    progress_deadline_seconds,
+)
 
-Manifest = dict[str, Any]
-
-CONTAINER_NAME = "runtime"
-# The official vllm/vllm-openai image's ENTRYPOINT changed between releases
-# (["python3", "-m", "vllm.entrypoints.openai.api_server"], then ["vllm", "serve"]), and args
-# given for one generation fail on the other. Both generations ship this module and run it as
-# the OpenAI server with --model, so the container names its command itself.
-VLLM_COMMAND = ("python3", "-m", "vllm.entrypoints.openai.api_server")
-PORT_NAME = "http"
-WORKER_KEY_ENV = ("INFERCRANE_WORKER_API_KEY", "VLLM_API_KEY")
+Manifest = podspec.Manifest  # every builder's value type
 
 # Directives to pulumi-kubernetes, carried on every object we own:
 # - a fixed field manager (otherwise it is random per provider instance);
@@ -38,89 +36,6 @@ APPLY_ANNOTATIONS = {
     "pulumi.com/skipAwait": "true",
     "pulumi.com/deletionPropagationPolicy": "background",
 }
-
-
-def container_args(intent: ReplicaIntent) -> list[str]:
-    if intent.workload is not None:
-        values = {
-            "MODEL": intent.model,
-            "MODEL_REVISION": intent.model_revision or "",
-            "PORT": str(intent.effective_port),
-        }
-        command = list(intent.workload.command)
-        for name, value in values.items():
-            command = [entry.replace(f"${{{name}}}", value) for entry in command]
-        return command + list(intent.runtime_args)
-    args = ["--model", intent.model, "--host", "0.0.0.0", "--port", str(intent.effective_port)]
-    if intent.model_revision is not None:
-        args += ["--revision", intent.model_revision]
-    return args + list(intent.runtime_args)
-
-
-def runtime_container(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
-    workload = intent.workload
-    gpu = {settings.gpu_resource: "1"}
-    argv: Manifest = (
-        {"command": list(VLLM_COMMAND), "args": container_args(intent)}
-        if workload is None
-        else {"command": container_args(intent)}
-    )
-    container: Manifest = {
-        "name": CONTAINER_NAME,
-        "image": settings.image_digest if workload is None else workload.image,
-        "imagePullPolicy": "IfNotPresent",
-        **argv,
-        "ports": [{"name": PORT_NAME, "containerPort": intent.effective_port, "protocol": "TCP"}],
-        "env": [
-            {
-                "name": env_name,
-                "valueFrom": {
-                    "secretKeyRef": {
-                        "name": settings.worker_secret_name,
-                        "key": settings.worker_secret_key,
-                    }
-                },
-            }
-            for env_name in WORKER_KEY_ENV
-        ],
-        "readinessProbe": {
-            "httpGet": {
-                "path": "/health" if workload is None else workload.readiness_path,
-                "port": PORT_NAME,
-            },
-            "periodSeconds": 5,
-            "timeoutSeconds": 2,
-            "failureThreshold": 12,
-        },
-        "resources": {"requests": dict(gpu), "limits": dict(gpu)},
-        "securityContext": {"allowPrivilegeEscalation": False},
-    }
-    if settings.shm_size is not None:
-        container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    return container
-
-
-def pod_fields(settings: KubernetesSettings, intent: ReplicaIntent) -> Manifest:
-    """The pod-level fields shared by a Deployment template and a KServe predictor."""
-    grace = 30 if intent.workload is None else intent.workload.shutdown_grace_seconds
-    fields: Manifest = {
-        "serviceAccountName": settings.service_account,
-        "terminationGracePeriodSeconds": grace,
-        "nodeSelector": {settings.gpu_product_label: intent.gpu},
-    }
-    if settings.runtime_class_name is not None:
-        fields["runtimeClassName"] = settings.runtime_class_name
-    if settings.tolerations:
-        fields["tolerations"] = [
-            toleration.model_dump(by_alias=True, exclude_none=True)
-            for toleration in settings.tolerations
-        ]
-    if settings.shm_size is not None:
-        fields["volumes"] = [
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}}
-        ]
-    fields["containers"] = [runtime_container(settings, intent)]
-    return fields
 
 
 def metadata(
@@ -144,11 +59,11 @@ def deployment(settings: KubernetesSettings, intent: ReplicaIntent, meta: Manife
         "spec": {
             "replicas": 1,
             "strategy": {"type": "Recreate"},
-            "progressDeadlineSeconds": 1800,
+            "progressDeadlineSeconds": progress_deadline_seconds(settings, intent),
             "selector": {"matchLabels": naming.selector(intent.external_key)},
             "template": {
                 "metadata": {"labels": naming.labels(intent.external_key)},
-                "spec": pod_fields(settings, intent),
+                "spec": pod_fields(settings, intent, DEPLOYMENT_POD),
             },
         },
     }
@@ -177,7 +92,7 @@ def service(settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest)
 def inference_service(
     settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest
 ) -> Manifest:
-    predictor = {"minReplicas": 1, "maxReplicas": 1} | pod_fields(settings, intent)
+    predictor = {"minReplicas": 1, "maxReplicas": 1} | pod_fields(settings, intent, KSERVE_POD)
     return {
         "apiVersion": INFERENCE_SERVICE.group_version,
         "kind": INFERENCE_SERVICE.kind,

@@ -43,6 +43,18 @@ def object_name(external_key: str) -> str:
     return NAME_PREFIX + key_hash(external_key)
 
 
+# Pulumi's names: the component of a key, its children, the stack's one provider.
+REPLICA_TYPE = "infercrane:kubernetes:Replica"
+
+
+def child_name(external_key: str, kind: str) -> str:
+    return f"{object_name(external_key)}-{kind.lower()}"
+
+
+def provider_name(settings: KubernetesSettings) -> str:
+    return f"infercrane-{settings.namespace}"
+
+
 def resource_id(settings: KubernetesSettings, external_key: str) -> str:
     return f"kubernetes:{settings.workload_api}:{settings.namespace}/{object_name(external_key)}"
 

@@ -16,11 +16,16 @@ from pathlib import Path
 
 import pulumi
 
-from infercrane_pulumi import refusals
-from infercrane_pulumi.cluster.preflight import preflight as cluster_preflight
+from infercrane_pulumi import preflighted, refusals
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
-from infercrane_pulumi.errors import InferCraneError
-from infercrane_pulumi.intents import CONFIG_NAMESPACE, StackConfig, parse_stack_config
+from infercrane_pulumi.errors import ConfigError, InferCraneError
+from infercrane_pulumi.intents import (
+    CONFIG_NAMESPACE,
+    KUBERNETES_KEY,
+    StackConfig,
+    parse_stack_config,
+    plain_kubeconfig_problems,
+)
 
 Preflight = Callable[[StackConfig], None]
 HOST_CONFIG_FILE_ENV = "INFERCRANE_PULUMI_CONFIG_FILE"
@@ -29,7 +34,17 @@ HOST_CONFIG_FILE_ENV = "INFERCRANE_PULUMI_CONFIG_FILE"
 def config_from_pulumi() -> StackConfig:
     config = pulumi.Config(CONFIG_NAMESPACE)
     # get_object also decrypts secret values (a kubeconfig set with --secret --path).
-    return parse_stack_config(config.get_object("kubernetes"), config.get_object("replicas"))
+    kubernetes = config.get_object("kubernetes")
+    # Pulumi marks the whole `infercrane:kubernetes` object secret when a value in it is.
+    secret = pulumi.runtime.is_config_secret(KUBERNETES_KEY)
+    plain = plain_kubeconfig_problems(kubernetes, secret=secret)
+    try:
+        parsed = parse_stack_config(kubernetes, config.get_object("replicas"))
+    except ConfigError as error:
+        raise ConfigError(plain + list(error.problems)) from error
+    if plain:
+        raise ConfigError(plain)
+    return parsed
 
 
 def describe(error: InferCraneError) -> str:
@@ -73,8 +88,19 @@ def load_host_config(environ: Mapping[str, str] = os.environ) -> None:
         pulumi.runtime.set_all_config(document["config"], document["secretKeys"])
 
 
+def preflight_unless_done(config: StackConfig, environ: Mapping[str, str] = os.environ) -> None:
+    """The preflight against the configured cluster, unless there is nothing to check (zero
+    intents) or the driver that started this program checked exactly this configuration."""
+    if not config.replicas or preflighted.done_for(config, environ):
+        return
+    # Only here: the Kubernetes client is a second of this process's start.
+    from infercrane_pulumi.cluster import client, preflight
+
+    preflight.check_before_apply(client.connect(config.kubernetes), config)
+
+
 def main() -> None:
     """The program as ``pulumi up`` and the Automation API run it: preflight against the
     configured cluster."""
     load_host_config()
-    build_program(cluster_preflight)()
+    build_program(preflight_unless_done)()

@@ -50,6 +50,14 @@ def _not_current(obj: Object, desired_hash: str, generation_of_status: Any) -> s
     return None
 
 
+def _last_exit(container: Mapping[str, Any]) -> str:
+    """How a container that is waiting to restart ended last time ("" if it never ended)."""
+    ended = (container.get("lastState") or {}).get("terminated")
+    if not ended:
+        return ""
+    return f" (last exit code {ended.get('exitCode')}: {ended.get('reason') or 'no reason'})"
+
+
 def pod_reason(pods: Sequence[Object]) -> str:
     """The most telling reason a Pod of the replica gives for not serving ("" if none)."""
     for pod in pods:
@@ -60,7 +68,16 @@ def pod_reason(pods: Sequence[Object]) -> str:
         for container in (pod.get("status") or {}).get("containerStatuses") or []:
             waiting = (container.get("state") or {}).get("waiting")
             if waiting:
-                return _explained(waiting)
+                return _explained(waiting) + _last_exit(container)
+    for pod in pods:
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            # Running but not started: the startup probe has not passed yet (the model loads).
+            if (container.get("state") or {}).get("running") and container.get("started") is False:
+                restarts = int(container.get("restartCount") or 0)
+                return (
+                    f"Starting: container {container.get('name')} is running and its startup "
+                    f"probe has not passed yet (loading the model; {restarts} restart(s))"
+                )
     for pod in pods:
         ready = conditions(pod).get("Ready") or {}
         if ready.get("status") == "False":
@@ -82,9 +99,13 @@ def deployment(workload: Object, desired_hash: str, pods: Sequence[Object]) -> R
     if updated >= 1 and available >= 1 and int(status.get("replicas") or 0) == updated:
         return Readiness("ready")
     available_condition = conditions(workload).get("Available") or {}
+    # The ReplicaSet could not create a Pod (an admission refusal, say Pod Security): no Pod
+    # exists to give a reason, and the Deployment copies the ReplicaSet's.
+    replica_failure = conditions(workload).get("ReplicaFailure") or {}
     return Readiness(
         "provisioning",
         pod_reason(pods)
+        or (replica_failure.get("status") == "True" and _explained(replica_failure))
         or (available_condition.get("status") == "False" and _explained(available_condition))
         or _explained(progressing)
         or "waiting for the Deployment controller",

@@ -6,8 +6,10 @@ except for credentials, the offending value; pydantic turns them into per-field 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Annotated, Any
 
 import yaml
@@ -29,10 +31,24 @@ _DIGEST_IMAGE = re.compile(
     r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._/-][a-z0-9]+)*)*"
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}"
 )
-_QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+# Quantities as Kubernetes writes them, less the forms nobody means for a container's memory or
+# CPU (exponents, signs): a number, then a binary or decimal suffix.
+_QUANTITY = re.compile(r"(?P<number>[0-9]+(\.[0-9]+)?)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?")
+_SUFFIXES = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    **{s: Decimal(1000) ** (i + 1) for i, s in enumerate("kMGTPE")},
+    **{f"{s}i": Decimal(1024) ** (i + 1) for i, s in enumerate("KMGTPE")},
+}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
-# Kubernetes expands $(VAR) in command and args; either form would put the credential in argv.
-_CREDENTIAL_REFERENCES = ("${WORKER_API_KEY}", "$(INFERCRANE_WORKER_API_KEY)", "$(VLLM_API_KEY)")
+# Kubernetes expands $(VAR) in command and args; either form would put a credential in argv.
+_CREDENTIAL_REFERENCES = (
+    "${WORKER_API_KEY}",
+    "$(INFERCRANE_WORKER_API_KEY)",
+    "$(VLLM_API_KEY)",
+    "$(HF_TOKEN)",
+)
 
 
 def _matching(pattern: re.Pattern[str], rule: str, max_len: int) -> AfterValidator:
@@ -92,6 +108,40 @@ def _kubeconfig(value: str) -> str:
     return value
 
 
+def quantity_value(value: str) -> Decimal:
+    """A quantity this module accepted, as a number of units (bytes, cores)."""
+    match = _QUANTITY.fullmatch(value)
+    if match is None:
+        raise ValueError(f"not a quantity: {value!r}")
+    return Decimal(match["number"]) * _SUFFIXES[match["suffix"] or ""]
+
+
+def _quantity(rule: str, suffixes: frozenset[str]) -> AfterValidator:
+    def check(value: str) -> str:
+        match = _QUANTITY.fullmatch(value) if len(value) <= 64 else None
+        if match is None or (match["suffix"] or "") not in suffixes:
+            raise ValueError(f"must be {rule}, got {value!r}")
+        if quantity_value(value) <= 0:
+            raise ValueError(f"must be more than zero, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _absolute_path(value: str) -> str:
+    # A mount point or file Kubernetes would accept, written the one way (no "..", no "//").
+    if (
+        not value.startswith("/")
+        or value == "/"
+        or posixpath.normpath(value) != value
+        or ":" in value
+        or len(value) > 1024
+    ):
+        raise ValueError(f"must be a normalized absolute path other than '/', got {value!r}")
+    _printable(value)
+    return value
+
+
 def _external_key(value: str) -> str:
     _printable(value)
     if value != value.strip():
@@ -132,4 +182,12 @@ Kubeconfig = Annotated[str, AfterValidator(_kubeconfig)]
 ExternalKey = Annotated[str, AfterValidator(_external_key)]
 Argv = Annotated[list[str], AfterValidator(_argv)]
 Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
-Quantity = Annotated[str, _matching(_QUANTITY, "a memory quantity such as '16Gi'", 64)]
+MemoryQuantity = Annotated[
+    str,
+    _quantity("a memory quantity such as '16Gi' or '500M'", frozenset(_SUFFIXES) - {"m"}),
+]
+CpuQuantity = Annotated[
+    str, _quantity("a CPU quantity such as '4' or '500m'", frozenset({"", "m"}))
+]
+EnvName = Annotated[str, _matching(_ENV_NAME, "an environment variable name", 256)]
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]

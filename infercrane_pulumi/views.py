@@ -100,9 +100,10 @@ def stack_result_table(result: StackResult) -> Table:
 
 def summary_line(result: StackResult) -> str:
     s = result.summary
+    verified = " (verified against the cluster; the engine did not run)"
     return (
         f"{result.operation} {result.stack}: {s.add} to add, {s.change} to change, "
-        f"{s.destroy} to destroy, {s.same} unchanged"
+        f"{s.destroy} to destroy, {s.same} unchanged" + verified * result.verified_unchanged
     )
 
 

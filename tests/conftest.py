@@ -25,21 +25,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(CONFORMANCE_TIMEOUT_SECONDS))
 
 
-def _only_from_the_run_path(operation: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(operation)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        caller = sys._getframe(1).f_globals.get("__name__")
-        assert caller == RUN_PATH, f"auto.Stack.{operation.__name__} called from {caller}"
-        return operation(*args, **kwargs)
+def _only_from_the_run_path(run: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(run)
+    def guarded(self: Any, args: list[str], *rest: Any, **kwargs: Any) -> Any:
+        verb = next((arg for arg in args if not arg.startswith("-")), None)
+        if verb in ENGINE_OPERATIONS:
+            caller = sys._getframe(1).f_globals.get("__name__")
+            assert caller == RUN_PATH, f"pulumi {verb} started from {caller}"
+        return run(self, args, *rest, **kwargs)
 
     return guarded
 
 
 @pytest.fixture(autouse=True, scope="session")
 def engine_operations_only_through_the_run_path() -> Iterator[None]:
-    originals = {name: getattr(auto.Stack, name) for name in ENGINE_OPERATIONS}
-    for name, operation in originals.items():
-        setattr(auto.Stack, name, _only_from_the_run_path(operation))
+    """Every Pulumi CLI process the suite starts for an engine operation comes from the run
+    path (``auto.Stack.up`` and friends, too, end in ``PulumiCommand.run``)."""
+    original = auto.PulumiCommand.run
+    auto.PulumiCommand.run = _only_from_the_run_path(original)  # type: ignore[method-assign]
     yield
-    for name, operation in originals.items():
-        setattr(auto.Stack, name, operation)
+    auto.PulumiCommand.run = original  # type: ignore[method-assign]

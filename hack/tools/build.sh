@@ -26,6 +26,7 @@ PULUMI_K8S_VERSION=4.25.0
 PULUMI_K8S_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199   # provider/v4 at the v4.25.0 release commit
 KWOK_VERSION=v0.8.0              # simulated nodes for the local control plane
 ACTIONLINT_VERSION=v1.7.12       # newest the proxy served when pinned
+KUBE_SCORE_VERSION=v1.20.0       # the only version the proxy lists; make lint scores rendered objects
 INFERCRANE_NODE_VERSION=v0.1.0   # our own node programs (infercrane-node/); also the images' tag
 NODE_GO_TOOLCHAIN=go1.26.8       # infercrane-node only: its images' digests depend on the compiler
 CONTAINERD_VERSION=v2.4.2        # the real node's container runtime (runc comes from Debian)
@@ -40,6 +41,7 @@ PULUMI_SDK_MOD=github.com/pulumi/pulumi/sdk/v3
 PULUMI_K8S_MOD=github.com/pulumi/pulumi-kubernetes/provider/v4
 KWOK_MOD=sigs.k8s.io/kwok
 ACTIONLINT_MOD=github.com/rhysd/actionlint
+KUBE_SCORE_MOD=github.com/zegl/kube-score
 KUBELET_MOD=k8s.io/kubelet
 KUBELET_VERSION=v0.${KUBE_VERSION#v1.}   # the device-plugin API of the Kubernetes we run
 NODE_MOD=infercrane/hack/tools/infercrane-node
@@ -51,8 +53,8 @@ CONTAINERD_TAGS="no_btrfs no_devmapper no_zfs"
 CNI_PLUGINS=(main/bridge ipam/host-local main/loopback)
 
 # Build order; each family is one wrapper module in hack/tools/<family>.
-FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint containerd
-          cni-plugins infercrane-node versitygw)
+FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint kube-score
+          containerd cni-plugins infercrane-node versitygw)
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd "$TOOLS_DIR/../.." && pwd -P)
@@ -78,6 +80,7 @@ family_outputs() {
     pulumi-kubernetes) echo pulumi-resource-kubernetes ;;
     kwok) echo kwok ;;
     actionlint) echo actionlint ;;
+    kube-score) echo kube-score ;;
     infercrane-node) echo infercrane-standin infercrane-pause infercrane-gpu-device-plugin ;;
     containerd) echo containerd containerd-shim-runc-v2 ctr ;;
     cni-plugins) echo "${CNI_PLUGINS[@]##*/}" ;;
@@ -94,6 +97,7 @@ family_pins() {
     pulumi-kubernetes) echo "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION version=$PULUMI_K8S_VERSION" ;;
     kwok) echo "$KWOK_MOD@$KWOK_VERSION" ;;
     actionlint) echo "$ACTIONLINT_MOD@$ACTIONLINT_VERSION" ;;
+    kube-score) echo "$KUBE_SCORE_MOD@$KUBE_SCORE_VERSION" ;;
     infercrane-node) echo "hack/tools/infercrane-node $INFERCRANE_NODE_VERSION on $KUBELET_MOD@$KUBELET_VERSION" ;;
     containerd) echo "$CONTAINERD_MOD@$CONTAINERD_VERSION tags=$CONTAINERD_TAGS" ;;
     cni-plugins) echo "$CNI_PLUGINS_MOD@$CNI_PLUGINS_VERSION plugins=${CNI_PLUGINS[*]}" ;;
@@ -131,6 +135,9 @@ family_xflags() {
     actionlint)
       # Built from our wrapper module, debug.BuildInfo would report "(devel)".
       printf -- "-X %s.version=%s" "$ACTIONLINT_MOD" "$ACTIONLINT_VERSION" ;;
+    kube-score)
+      # What upstream's release build stamps into cmd/kube-score (`kube-score version`).
+      printf -- "-X main.version=%s" "${KUBE_SCORE_VERSION#v}" ;;
     infercrane-node)
       printf -- "-X %s/internal/version.Version=%s" "$NODE_MOD" "$INFERCRANE_NODE_VERSION" ;;
     containerd)
@@ -312,6 +319,12 @@ update_family() {
         go get -tool "$KWOK_MOD/cmd/kwok@$KWOK_VERSION" ;;
       actionlint)
         go get -tool "$ACTIONLINT_MOD/cmd/actionlint@$ACTIONLINT_VERSION" ;;
+      kube-score)
+        gomod=$(mod_field "$KUBE_SCORE_MOD@$KUBE_SCORE_VERSION" GoMod)
+        while read -r old new; do
+          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
+        done < <(upstream_replaces "$gomod")
+        go get -tool "$KUBE_SCORE_MOD/cmd/kube-score@$KUBE_SCORE_VERSION" ;;
       infercrane-node)
         # Our own code; grpc and protobuf come at the versions k8s.io/kubelet requires.
         go mod edit -require="$KUBELET_MOD@$KUBELET_VERSION" ;;
@@ -457,6 +470,9 @@ build_family() {
     actionlint)
       check_pin "$fam" "$src" "$ACTIONLINT_MOD" "$ACTIONLINT_VERSION" || return 1
       go_build "$fam" "$src" "$out/actionlint" "$ACTIONLINT_MOD/cmd/actionlint" "$LDBASE $x" "$ACTIONLINT_MOD@$ACTIONLINT_VERSION" ;;
+    kube-score)
+      check_pin "$fam" "$src" "$KUBE_SCORE_MOD" "$KUBE_SCORE_VERSION" || return 1
+      go_build "$fam" "$src" "$out/kube-score" "$KUBE_SCORE_MOD/cmd/kube-score" "$LDBASE $x" "$KUBE_SCORE_MOD@$KUBE_SCORE_VERSION" ;;
     infercrane-node)
       check_pin "$fam" "$src" "$KUBELET_MOD" "$KUBELET_VERSION" || return 1
       # The images built from these binaries have committed digests: same compiler, same

@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import functools
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -552,6 +553,27 @@ class LocalControlPlane:
         node.start()
         self._real_node = node
         return node.name
+
+    def remove_real_node(self) -> None:
+        """Stop the real node (its Pods with it), put the host back, and delete its Node: the
+        machine is free for another real node. No-op without one."""
+        from kubernetes.client import CoreV1Api
+        from kubernetes.client.exceptions import ApiException
+
+        node, self._real_node = self._real_node, None
+        if node is None:
+            return
+        errors = node.runtime.teardown(grace=self._stop_grace)
+        if not errors:
+            shutil.rmtree(node.runtime.layout.root, ignore_errors=True)
+        with self.api_client(self.admin_context) as api:
+            try:
+                CoreV1Api(api).delete_node(node.name)
+            except ApiException as error:
+                if error.status != 404:
+                    errors.append(f"delete Node {node.name}: HTTP {error.status}")
+        if errors:
+            raise ControlPlaneError("removing the real node: " + "; ".join(errors))
 
     @property
     def real_node(self) -> str | None:

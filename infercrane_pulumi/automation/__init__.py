@@ -20,7 +20,7 @@ from infercrane_pulumi.automation.namespaces import NamespaceOutcome, NamespaceS
 from infercrane_pulumi.automation.results import StackResult
 from infercrane_pulumi.automation.run import OPERATIONS, Operation, RunOptions
 from infercrane_pulumi.automation.stackfiles import run_stack_file
-from infercrane_pulumi.automation.stacks import applied_intents, open_stack
+from infercrane_pulumi.automation.stacks import applied, open_stack
 
 __all__ = [
     "OPERATIONS",
@@ -31,7 +31,7 @@ __all__ = [
     "PulumiEnvironment",
     "RunOptions",
     "StackResult",
-    "applied_intents",
+    "applied",
     "ensure_many",
     "open_stack",
     "resolve_environment",

@@ -35,6 +35,7 @@ from infercrane_pulumi.automation.run import (
     run,
 )
 from infercrane_pulumi.cluster import client, doctor, observe
+from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
@@ -74,15 +75,15 @@ class NamespaceStack:
     def remove(self, external_key: str) -> results.StackResult:
         """Delete one key's objects and keep every other applied intent (no-op if absent)."""
         with self._exclusive():  # no other replica's run lands between the read and ours
-            applied = self.applied()
-            kept = [i for i in applied if i.external_key != external_key]
+            applied = stacks.applied(self.stack())
+            kept = [i for i in applied.intents if i.external_key != external_key]
             return self._run("up", self.config(kept), applied)
 
     def destroy(self) -> results.StackResult:
         """Delete every object of the stack (the preflight still runs first)."""
         with self._exclusive():
-            applied = self.applied()
-            return self._run("destroy", self.config(applied), applied)
+            applied = stacks.applied(self.stack())
+            return self._run("destroy", self.config(applied.intents), applied)
 
     def observe(self, external_key: str | None = None) -> list[observe.ReplicaObservation]:
         """The live state of every applied key (or one), read fresh from the cluster."""
@@ -95,7 +96,7 @@ class NamespaceStack:
 
     def applied(self) -> list[ReplicaIntent]:
         """The intents of the last successful run, from the stack's outputs in the backend."""
-        return stacks.applied_intents(self.stack())
+        return list(stacks.applied(self.stack()).intents)
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -162,7 +163,7 @@ class NamespaceStack:
         self,
         operation: Operation,
         config: StackConfig,
-        applied: Sequence[ReplicaIntent] | None = None,
+        applied: Applied | None = None,
     ) -> results.StackResult:
         stack = self.stack()
         options = RunOptions(on_event=self.on_event, wait_seconds=self.wait_seconds)

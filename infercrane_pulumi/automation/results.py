@@ -19,6 +19,7 @@ from typing import Any
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.review.changes import (
     Change,
@@ -74,6 +75,8 @@ class StackResult:
     replicas: tuple[KeyChange, ...]  # stack keys in stack order, then the keys it deleted
     drift: tuple[Drift, ...]
     renames: tuple[Rename, ...] = ()
+    # Every key verified unchanged against the cluster: the engine did not run.
+    verified_unchanged: bool = False
 
     def replica(self, external_key: str) -> KeyChange | None:
         return next((r for r in self.replicas if r.external_key == external_key), None)
@@ -195,8 +198,36 @@ def stack_result(
     )
 
 
+def unchanged(operation: str, stack: str, config: StackConfig, applied: Applied) -> StackResult:
+    """A verified no-op (``cluster.unchanged``): every key ``same``, its objects as applied."""
+    settings = config.kubernetes
+    replicas = tuple(
+        KeyChange(
+            external_key=intent.external_key,
+            change="same",
+            objects=tuple(
+                ObjectChange(o.kind, o.name, "same", uid=o.uid)
+                for o in applied.objects.get(intent.external_key, ())
+            ),
+            resource_id=naming.resource_id(settings, intent.external_key),
+            endpoint=workloads.endpoint(settings, intent),
+        )
+        for intent in config.replicas
+    )
+    return StackResult(
+        operation=operation,
+        stack=stack,
+        namespace=settings.namespace,
+        summary=Summary.of(r.change for r in replicas),
+        replicas=replicas,
+        drift=(),
+        verified_unchanged=True,
+    )
+
+
 def review(result: StackResult, project: str) -> StackChanges:
     """The run in the reviewers' shape: most consequential keys first, unchanged ones too."""
+    verified = "Every key verified unchanged against the cluster: the engine did not run."
     return StackChanges(
         operation=result.operation,
         project=project,
@@ -204,4 +235,5 @@ def review(result: StackResult, project: str) -> StackChanges:
         replicas=most_consequential_first(result.replicas),
         renames=result.renames,
         drift=result.drift,
+        notes=(verified,) * result.verified_unchanged,
     )

@@ -5,12 +5,16 @@ suite and the benchmarks all come here (``tests/unit/test_layers.py`` holds ever
 to it); only a person running ``pulumi up`` on the repository's project goes around it.
 
 Before the engine starts, the driver reads the namespace once: one metadata snapshot per owned
-kind (``preflight.snapshot``) feeds both decisions. Drift (an applied object gone, or carrying
-another intent) asks the engine to refresh; without it no refresh runs, unless the caller asks
-for one. Ownership (every object about to be applied or deleted is exactly ours) and the strict
-server-side dry-run of every applied object come next, and the program is told, by the digest
-of exactly this configuration, that its own preflight has run. A destroy checks the ownership
-of what it deletes and runs the engine without the program.
+kind (``preflight.snapshot``) feeds every decision. A ``preview`` or ``up`` of exactly the
+intents the stack applied, whose objects are all still the very objects that apply left
+(``cluster.unchanged``), is a verified no-op: every key is ``same`` and the engine does not
+start (unless the caller asks for a refresh, or another operation holds the stack). Drift (an
+applied object gone, or carrying another intent) asks the engine to refresh; without it no
+refresh runs, unless the caller asks for one. Ownership (every object about to be applied or
+deleted is exactly ours) and the strict server-side dry-run of every applied object come
+next, and the program is told, by the digest of exactly this configuration, that its own
+preflight has run. A destroy checks the ownership of what it deletes and runs the engine
+without the program.
 
 The engine then runs with a private directory (the refusal channel, and the run's TMPDIR,
 because pulumi-kubernetes writes the whole kubeconfig to a temporary file on every configure
@@ -32,25 +36,26 @@ import dataclasses
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import refusals, workloads
-from infercrane_pulumi.automation import leases, results, stacks
+from infercrane_pulumi import preflighted, refusals, workloads
+from infercrane_pulumi.automation import eventlog, leases, project, results, stacks, targets
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.recovery import break_locks, recover
-from infercrane_pulumi.cluster import client, drift, preflight
+from infercrane_pulumi.cluster import client, drift, preflight, unchanged
+from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
     InferCraneError,
     RunFailedError,
     StackBusyError,
 )
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
+from infercrane_pulumi.intents import KubernetesSettings, StackConfig
 
 Operation = Literal["preview", "up", "destroy"]
 OPERATIONS: tuple[Operation, ...] = ("preview", "up", "destroy")
@@ -58,13 +63,14 @@ Printer = Callable[[str], Any]
 EventHandler = Callable[[auto.EngineEvent], Any]
 MAX_PROBLEMS = 10
 
-# What the engine is asked for per operation (refresh is decided per run). A destroy runs
-# without the program: its ownership check ran in the driver, and nothing is applied.
-_ENGINE_OPTIONS: Mapping[Operation, Mapping[str, Any]] = {
-    "preview": {"diff": True},
-    "up": {},
-    "destroy": {"run_program": False},
+# The Pulumi CLI's command per operation (refresh is decided per run). A destroy runs without
+# the program: its ownership check ran in the driver, and nothing is applied.
+_COMMANDS: Mapping[Operation, tuple[str, ...]] = {
+    "preview": ("preview", "--diff"),
+    "up": ("up", "--yes", "--skip-preview"),
+    "destroy": ("destroy", "--yes", "--skip-preview", "--run-program=false"),
 }
+REFRESH = "--refresh"
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,11 @@ DEFAULT_OPTIONS = RunOptions()
 class Plan:
     """What the engine is asked to do, decided before it starts."""
 
-    engine: Mapping[str, Any]  # the Automation API's options for the operation
+    flags: tuple[str, ...]  # the CLI flags decided for this run (``REFRESH``)
     variables: Mapping[str, str]  # extra environment for the program
+    unchanged: bool = False  # a verified no-op: the engine need not start
+    # The keys to work on when others are verified unchanged (None: every key).
+    targets: frozenset[str] | None = None
 
 
 def run(
@@ -94,11 +103,11 @@ def run(
     operation: Operation,
     config: StackConfig,
     *,
-    applied: Sequence[ReplicaIntent] | None = None,
+    applied: Applied | None = None,
     options: RunOptions = DEFAULT_OPTIONS,
 ) -> results.StackResult:
     """Run ``operation`` on ``stack``, whose configuration is ``config``; per-key results.
-    ``applied``: the stack's applied intents, when the caller has just read them."""
+    ``applied``: what the stack applied last, when the caller has just read it."""
     events: list[auto.EngineEvent] = []
 
     def record(event: auto.EngineEvent) -> None:
@@ -109,13 +118,35 @@ def run(
     cluster = client.connect(local_settings(config.kubernetes, env))
     with exclusive(env, stack.name, options.wait_seconds) as lease:
         try:
-            replicas = stacks.applied_intents(stack) if applied is None else applied
-            last = config.model_copy(update={"replicas": tuple(replicas)})
-            plan = plan_run(cluster, operation, config, last, refresh=options.refresh)
+            last_run = stacks.applied(stack) if applied is None else applied
+            # A verified no-op must not answer for a stack another operation is changing
+            # (under a lease, none can be).
+            alone = not stacks.held_elsewhere(env, stack.name)
+            plan = plan_run(
+                cluster, operation, config, last_run, refresh=options.refresh, exclusive=alone
+            )
+            if plan.unchanged:
+                return results.unchanged(operation, stack.name, config, last_run)
             if lease is None:
-                _engine(stack, env, operation, plan, options, on_event=record)
+                _engine(
+                    stack,
+                    env,
+                    operation,
+                    plan,
+                    options,
+                    settings=config.kubernetes,
+                    on_event=record,
+                )
             else:
-                _leased_engine(stack, operation, plan, options, on_event=record, lease=lease)
+                _leased_engine(
+                    stack,
+                    operation,
+                    plan,
+                    options,
+                    settings=config.kubernetes,
+                    on_event=record,
+                    lease=lease,
+                )
         except RunFailedError as failed:
             try:
                 cluster.version()
@@ -147,29 +178,43 @@ def plan_run(
     cluster: client.Cluster,
     operation: Operation,
     config: StackConfig,
-    last: StackConfig,
+    applied: Applied,
     *,
     refresh: bool,
+    exclusive: bool = True,
 ) -> Plan:
-    """The decisions before the engine starts, over one snapshot of the namespace (``last``:
-    the configuration with the intents the stack applied last)."""
-    engine = dict(_ENGINE_OPTIONS[operation])
+    """The decisions before the engine starts, over one snapshot of the namespace.
+    ``exclusive``: no other operation holds the stack, so a verified no-op may skip the engine."""
+    last = config.model_copy(update={"replicas": applied.intents})
     if not (config.replicas or last.replicas):
-        return Plan(engine | {"refresh": refresh and operation != "destroy"}, {})
+        return Plan((REFRESH,) * (refresh and operation != "destroy"), {})
     live = preflight.snapshot(cluster, config.kubernetes)
     if operation == "destroy":
         preflight.check_ownership(live, applied=(), deleted=workloads.stack_objects(last))
-        return Plan(engine | {"refresh": False}, {})
-    desired = workloads.stack_objects(config)
-    kept = {intent.external_key for intent in config.replicas}
-    removed = [i for i in last.replicas if i.external_key not in kept]
+        return Plan((), {})
+    desired_keys = {intent.external_key for intent in config.replicas}
+    verified = (
+        unchanged.verified_keys(config, applied, live) if exclusive and not refresh else set()
+    )
+    if verified == desired_keys == {i.external_key for i in last.replicas}:
+        return Plan((), {}, unchanged=True)
+    # Only what is not verified unchanged is checked and worked on.
+    work = config.model_copy(
+        update={"replicas": tuple(i for i in config.replicas if i.external_key not in verified)}
+    )
+    desired = workloads.stack_objects(work)
+    removed = [i for i in last.replicas if i.external_key not in desired_keys]
     gone = workloads.stack_objects(last.model_copy(update={"replicas": tuple(removed)}))
     preflight.check_ownership(live, applied=desired, deleted=gone)
     preflight.check_dry_run(cluster, desired)
     drifted = bool(drift.drift(last, live))
+    worked_on = frozenset(
+        {*(i.external_key for i in work.replicas), *(i.external_key for i in removed)}
+    )
     return Plan(
-        engine | {"refresh": refresh or drifted},
-        {preflight.PREFLIGHTED_ENV: preflight.digest(config)},
+        (REFRESH,) * (refresh or drifted),
+        {preflighted.PREFLIGHTED_ENV: preflighted.digest(config)},
+        targets=worked_on if verified else None,
     )
 
 
@@ -180,6 +225,7 @@ def _engine(
     plan: Plan,
     options: RunOptions,
     *,
+    settings: KubernetesSettings,
     on_event: EventHandler,
 ) -> None:
     deadline = time.monotonic() + options.wait_seconds
@@ -188,7 +234,7 @@ def _engine(
     while True:
         stacks.wait_until_free(env, stack.name, max(0.0, deadline - time.monotonic()))
         try:
-            return _attempt(stack, operation, plan, options, on_event=on_event)
+            return _attempt(stack, operation, plan, options, settings=settings, on_event=on_event)
         except StackBusyError:
             # Another process took the lock between our look and our start.
             if time.monotonic() >= deadline:
@@ -201,6 +247,7 @@ def _leased_engine(
     plan: Plan,
     options: RunOptions,
     *,
+    settings: KubernetesSettings,
     on_event: EventHandler,
     lease: leases.Lease,
 ) -> None:
@@ -212,7 +259,7 @@ def _leased_engine(
     for last_try in (False, True):
         lease.check()
         try:
-            return _attempt(stack, operation, marked, options, on_event=on_event)
+            return _attempt(stack, operation, marked, options, settings=settings, on_event=on_event)
         except StackBusyError:
             if last_try:
                 raise
@@ -230,8 +277,12 @@ def _attempt(
     plan: Plan,
     options: RunOptions,
     *,
+    settings: KubernetesSettings,
     on_event: EventHandler,
 ) -> None:
+    """One engine run through the Pulumi CLI, its events read from its event log. The CLI is
+    called directly: the Automation API's ``Stack.up`` and friends read the stack's outputs
+    (twice) and its history after every run, three more CLI processes this path never uses."""
     diagnostics: list[str] = []
 
     def collect(event: auto.EngineEvent) -> None:
@@ -241,22 +292,40 @@ def _attempt(
         on_event(event)
 
     run_dir = Path(tempfile.mkdtemp(prefix="infercrane-run-"))  # 0700
-    refusal_file = run_dir / "refusal.json"
+    refusal_file, event_log = run_dir / "refusal.json", run_dir / "events.jsonl"
     workspace = stack.workspace
-    variables = workspace.env_vars
-    workspace.env_vars = {
-        **variables,
+    variables = {
+        **workspace.env_vars,
         **plan.variables,
+        "PULUMI_DEBUG_COMMANDS": "true",  # the CLI takes --event-log only with it
         refusals.REFUSAL_FILE_ENV: str(refusal_file),
         "TMPDIR": str(run_dir),
     }
+    targeted = (
+        ()
+        if plan.targets is None
+        else targets.urns(
+            project=project.PROJECT_NAME,
+            stack=stack.name,
+            settings=settings,
+            keys=plan.targets,
+        )
+    )
+    command = [
+        *_COMMANDS[operation],
+        *plan.flags,
+        *(flag for urn in targeted for flag in ("--target", urn)),
+        *("--color", "never", "--event-log", str(event_log), "--stack", stack.name),
+    ]
+    tail = eventlog.Tail(event_log, collect)
     try:
         with stacks.pulumi_errors(stack.name):
             try:
-                getattr(stack, operation)(
-                    color="never", on_output=options.on_output, on_event=collect, **plan.engine
+                workspace.pulumi_command.run(
+                    command, workspace.work_dir, variables, options.on_output
                 )
             except auto.errors.CommandError as error:
+                tail.close()  # every diagnostic read before deciding what failed
                 if isinstance(error, auto.errors.ConcurrentUpdateError):
                     raise
                 refused = refusals.take(refusal_file)
@@ -264,7 +333,7 @@ def _attempt(
                     raise refused from error
                 raise _failed(stack.name, operation, diagnostics) from error
     finally:
-        workspace.env_vars = variables
+        tail.close()
         shutil.rmtree(run_dir, ignore_errors=True)
 
 

@@ -75,9 +75,9 @@ def run_stack_file(
                 # Encrypted contents: this process reads the cluster with them too, as the
                 # program will (and so the program knows its preflight has run).
                 config = _with_kubeconfig(stack, document, config)
-            applied = stacks.applied_intents(stack)
+            applied = stacks.applied(stack)
             if remove_key is not None:
-                kept = [i for i in applied if i.external_key != remove_key]
+                kept = [i for i in applied.intents if i.external_key != remove_key]
                 document["config"][REPLICAS_KEY] = [
                     i.model_dump(mode="json", by_alias=True) for i in kept
                 ]

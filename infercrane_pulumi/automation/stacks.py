@@ -20,6 +20,7 @@ from pulumi import automation as auto
 from infercrane_pulumi.automation import backends, leases
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.locks import stack_locks
+from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
 from infercrane_pulumi.errors import (
     ConfigError,
     DamagedStateError,
@@ -71,9 +72,14 @@ def serialized(env: PulumiEnvironment, stack_name: str) -> threading.RLock:
         return _guards.setdefault((env.backend, stack_name), threading.RLock())
 
 
+def held_elsewhere(env: PulumiEnvironment, stack_name: str) -> bool:
+    """Whether a live operation (of another process) holds the stack's lock right now."""
+    return any(not lock.stale for lock in stack_locks(env.local_state, stack_name))
+
+
 def wait_until_free(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> None:
     deadline = time.monotonic() + wait_seconds
-    while any(not lock.stale for lock in stack_locks(env.local_state, stack_name)):
+    while held_elsewhere(env, stack_name):
         if time.monotonic() >= deadline:
             raise StackBusyError(
                 f"stack {stack_name}: another operation holds its lock"
@@ -82,8 +88,9 @@ def wait_until_free(env: PulumiEnvironment, stack_name: str, wait_seconds: float
         time.sleep(LOCK_POLL_SECONDS)
 
 
-def applied_intents(stack: auto.Stack) -> list[ReplicaIntent]:
-    """The intents of the stack's last successful run (its outputs, in the backend).
+def applied(stack: auto.Stack) -> Applied:
+    """What the stack's last successful run applied (its outputs, in the backend): each key's
+    intent and its objects' uid and generation.
 
     One CLI read of one state version: the SDK's ``Stack.outputs`` reads the outputs twice
     (plain, then with secrets) and a run of another process landing between the two reads
@@ -99,8 +106,22 @@ def applied_intents(stack: auto.Stack) -> list[ReplicaIntent]:
         )
     try:
         outputs = json.loads(read.stdout or "{}") or {}
-        replicas = outputs.get("replicas") or {}
-        return [ReplicaIntent.model_validate(entry["intent"]) for entry in replicas.values()]
+        replicas = (outputs.get("replicas") or {}).values()
+        return Applied(
+            intents=tuple(ReplicaIntent.model_validate(entry["intent"]) for entry in replicas),
+            objects={
+                entry["intent"]["externalKey"]: tuple(
+                    AppliedObject(
+                        kind=str(o["kind"]),
+                        name=str(o["name"]),
+                        uid=o.get("uid"),
+                        generation=o.get("generation"),
+                    )
+                    for o in entry["objects"]
+                )
+                for entry in replicas
+            },
+        )
     except (ValueError, AttributeError, KeyError, TypeError) as error:
         # ValidationError is a ValueError; the others are a shape we never wrote.
         raise DamagedStateError(

@@ -7,14 +7,11 @@ such managers, and a strict server-side dry-run (our field manager, never forced
 applied object must succeed. The decisions are pure functions over one metadata ``snapshot`` of
 the namespace (one LIST per owned kind), which a driver also uses for its drift decision; the
 program runs ``check_before_apply`` itself only when no driver did it for exactly its
-configuration (a hand-run ``pulumi up``).
+configuration (a hand-run ``pulumi up``; ``preflighted``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,7 +20,6 @@ from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import (
     Cluster,
     Response,
-    connect,
     failure,
     object_subject,
     status_message,
@@ -35,8 +31,6 @@ from infercrane_pulumi.manifests import Manifest
 
 # Within the client's connection pool (its default is 5 per CPU), enough to hide round trips.
 DRY_RUN_CONCURRENCY = 8
-# A driver that ran this preflight for a configuration names its digest here for the program.
-PREFLIGHTED_ENV = "INFERCRANE_PREFLIGHTED"
 
 # The metadata of every object of each owned kind in the namespace: kind -> name -> metadata.
 Snapshot = Mapping[str, Mapping[str, Mapping[str, Any]]]
@@ -188,18 +182,3 @@ def check_before_apply(cluster: Cluster, config: StackConfig) -> None:
     desired = workloads.stack_objects(config)
     check_ownership(snapshot(cluster, config.kubernetes), applied=desired)
     check_dry_run(cluster, desired)
-
-
-def digest(config: StackConfig) -> str:
-    """Names exactly one configuration, where the cluster is included (a preflight against
-    one cluster says nothing about another)."""
-    document = config.model_dump(mode="json", by_alias=True)
-    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def preflight(config: StackConfig, environ: Mapping[str, str] = os.environ) -> None:
-    """The program's preflight against the configured cluster: skipped with zero intents, and
-    when the driver that started the program ran it for exactly this configuration."""
-    if config.replicas and environ.get(PREFLIGHTED_ENV) != digest(config):
-        check_before_apply(connect(config.kubernetes), config)

@@ -35,6 +35,7 @@ from tests.conformance.harness import (
 from tests.conformance.identity import KubeconfigError
 from tests.conformance.ledger import RunLedger
 from tests.conformance.preflight import PreflightError
+from tests.conformance.realnode import RealNode, add_real_node
 from tests.conformance.target import ExternalTarget, TargetError, target_from_env
 
 TARGET = pytest.StashKey[ExternalTarget | None]()
@@ -163,6 +164,15 @@ def pools(backend: Backend) -> Iterator[Pools]:
     """Simulated GPU node pools this test may add and delete; skips off the local backend."""
     with backend.pools() as made:
         yield made
+
+
+@pytest.fixture(scope="module")
+def real_node(backend: Backend) -> Iterator[RealNode]:
+    """This machine as a node of the suite's control plane, whose Pods really run, for the
+    tests of one module (one real node per machine: the demo, say, may need it next)."""
+    plane = backend.local("a real node is this machine, a node of the local control plane")
+    yield add_real_node(plane)
+    plane.remove_real_node()
 
 
 @pytest.fixture

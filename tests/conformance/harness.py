@@ -239,6 +239,12 @@ class Harness:
         found = [*self.env.state_dir.rglob("*"), *self.env.pulumi_home.rglob("*.log*")]
         return [path for path in found if path.is_file()]
 
+    def assert_backend_holds_no(self, secret: str) -> None:
+        """No file of the whole backend directory (state, `.bak` backups,
+        `history/**/*.history.json`, locks) nor of Pulumi's logs holds ``secret``."""
+        leaking = [path for path in self.stored_files() if secret.encode() in path.read_bytes()]
+        assert leaking == [], f"the credential is stored in plain text in {leaking}"
+
     def text(self) -> str:
         return "".join(self.log)
 

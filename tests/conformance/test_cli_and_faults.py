@@ -226,3 +226,5 @@ def test_the_api_server_going_away_mid_run_is_retryable_and_the_next_run_converg
         names = sorted(o["metadata"]["name"] for o in harness.owned(kind))
         assert names == sorted(naming.object_name(k) for k in keys)  # each exactly once
     assert not isinstance(unavailable.value, StackBusyError)
+    [user] = kubeconfig["users"]
+    harness.assert_backend_holds_no(user["user"]["token"])

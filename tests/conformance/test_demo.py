@@ -8,18 +8,22 @@ import sys
 
 import pytest
 
+from infercrane_dev.localcluster.realnode import unavailable
 from infercrane_pulumi.cluster.doctor import OWNED_VERBS
 from infercrane_pulumi.workloads import WORKLOAD_APIS
 from tests.conformance.backends import Backend
 from tests.conformance.harness import ROOT, require_toolchain
 
 pytestmark = pytest.mark.conformance
+# The demo stack's L40S intent, which the stand-in serves as it was asked to.
+REVISION = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"
 
 
 def test_demo_applies_under_our_field_manager_and_leaves_nothing(backend: Backend) -> None:
     # Not the session's cluster: the demo starts (and stops) a local control plane of its own.
     backend.local("`make demo` runs on a local control plane with simulated GPU nodes")
     bin_dir = require_toolchain()
+    real_node = unavailable() is None  # whether this machine can run the demo's real node
     before = set((ROOT / ".infercrane").glob("demo-*"))
     completed = subprocess.run(
         [sys.executable, "-m", "infercrane_dev.demo"],
@@ -44,5 +48,13 @@ def test_demo_applies_under_our_field_manager_and_leaves_nothing(backend: Backen
     assert states[0] == "demo-qwen3-8b-r0: state=ready"
     assert states[1].startswith("demo-sglang-r0: state=provisioning  (Unschedulable: ")
     assert "didn't match Pod's node affinity/selector" in states[1]
+    if real_node:  # the replica really runs, and serves
+        served = [line.strip() for line in out.splitlines() if "/v1/models" in line]
+        assert [line.split(": ", 1)[1] for line in served] == [
+            f"200 Qwen/Qwen3-8B (revision {REVISION})",
+            "401 a valid API key is required (Authorization: Bearer <key>)",
+        ]
+    else:
+        assert "a simulated NVIDIA-L40S=1x1 node stands in" in out
     assert "control plane stopped, temporary files removed" in out
     assert set((ROOT / ".infercrane").glob("demo-*")) == before

@@ -1,6 +1,9 @@
-"""Drift through the control plane's path (NamespaceStack), which refreshes only when two
-metadata LISTs find the cluster drifted: an object deleted out of band is found, recreated and
-reported; a foreign owner of our field is refused without any refresh; no drift, no write."""
+"""Drift through the control plane's path (NamespaceStack), which reads the namespace once per
+run: an object deleted out of band is found, recreated and reported; a foreign owner of our
+field is refused without any refresh; no drift, no write, and no engine (a verified no-op).
+Whatever an unchanged intent's objects went through (deleted, replaced by a look-alike, edited,
+touched by another manager), the verified no-op never answers for them: the run takes the
+engine's path, where the preflight decides."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ def test_a_service_deleted_out_of_band_is_found_recreated_and_reported(
     wait_for(lambda: harness.get(kinds.SERVICE, name) is None or None, timeout=30, what="gone")
 
     result = stack.ensure(intents)
+    assert not result.verified_unchanged
     assert result.drift == (Drift("drift-b", "Service", name, fields=(), gone=True),)
     assert [(r.external_key, r.change) for r in result.replicas] == [
         ("drift-a", "same"),
@@ -41,6 +45,7 @@ def test_a_service_deleted_out_of_band_is_found_recreated_and_reported(
     before = harness.resource_versions()
     quiet = stack.ensure(intents)
     assert quiet.drift == () and [r.change for r in quiet.replicas] == ["same", "same"]
+    assert quiet.verified_unchanged
     assert harness.resource_versions() == before
 
 
@@ -70,3 +75,54 @@ def test_a_foreign_owner_of_our_field_is_refused_and_keeps_its_value(
     assert "autoscaler-of-another-team" in str(refused.value)
     live = harness.get(kinds.DEPLOYMENT, name)
     assert live is not None and live["spec"]["replicas"] == 2
+
+
+def test_a_look_alike_put_in_place_of_our_object_is_refused_not_taken_for_ours(
+    harness: Harness, tmp_path: Path
+) -> None:
+    stack = harness.namespace_stack(tmp_path / "ws")
+    stack.ensure([intent("drift-d")])
+    name = naming.object_name("drift-d")
+    path = kinds.SERVICE.path(harness.namespace, name)
+    assert harness.admin.transport.request("DELETE", path).status == 200
+    wait_for(lambda: harness.get(kinds.SERVICE, name) is None or None, timeout=30, what="gone")
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": harness.namespace, "labels": {"team": "other"}},
+        "spec": {"ports": [{"port": 80}]},
+    }
+    created = harness.admin.transport.request(
+        "POST", kinds.SERVICE.collection(harness.namespace), body=service
+    )
+    assert created.status == 201, created.body
+
+    with pytest.raises(OwnershipError) as refused:
+        stack.ensure([intent("drift-d")])
+    assert f"Service/{harness.namespace}/{name}: exists but is not exactly ours" in str(
+        refused.value
+    )
+    live = harness.get(kinds.SERVICE, name)
+    assert live is not None and live["metadata"]["uid"] == created.body["metadata"]["uid"]
+    assert live["metadata"]["labels"] == {"team": "other"}
+
+
+def test_another_manager_touching_only_metadata_is_refused_not_verified_away(
+    harness: Harness, tmp_path: Path
+) -> None:
+    stack = harness.namespace_stack(tmp_path / "ws")
+    stack.ensure([intent("drift-e")])
+    name = naming.object_name("drift-e")
+    # `kubectl annotate`: no spec change, so the generation stays; pulumi-kubernetes would
+    # rename this manager to its own on its next update, which the preflight refuses.
+    touched = harness.admin.transport.request(
+        "PATCH",
+        kinds.DEPLOYMENT.path(harness.namespace, name),
+        query=[("fieldManager", "kubectl")],
+        body={"metadata": {"annotations": {"note": "looked at by a person"}}},
+        content_type="application/merge-patch+json",
+    )
+    assert touched.status == 200, touched.body
+    with pytest.raises(OwnershipError) as refused:
+        stack.ensure([intent("drift-e")])
+    assert "managed by 'kubectl' (Update)" in str(refused.value)

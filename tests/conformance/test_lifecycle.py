@@ -135,11 +135,12 @@ def test_a_second_up_with_the_same_intents_writes_nothing(
     started = time.monotonic()
     result = harness.up()
     show(
-        pytestconfig, f"no-op up (snapshot + preflight + engine): {time.monotonic() - started:.1f}s"
+        pytestconfig, f"no-op up (verified unchanged, no engine): {time.monotonic() - started:.1f}s"
     )
     assert [(r.change, [o.change for o in r.objects]) for r in result.replicas] == [
         ("same", ["same", "same"])
     ]
+    assert result.verified_unchanged  # nothing changed anywhere: the engine did not start
     assert harness.resource_versions() == before
 
 

@@ -58,6 +58,8 @@ def test_the_engine_preview_comment_names_the_same_changes_as_the_offline_diff(
 ) -> None:
     harness.configure(BASE)
     harness.up()
+    for replica in BASE:  # the controller's status writes done, so that any later write is ours
+        harness.settled(replica["externalKey"])
     harness.configure(HEAD)
     applied = harness.resource_versions()
 

@@ -83,9 +83,15 @@ def _secret_keys(struct: Any) -> frozenset[str]:
 
 
 def run_program(
-    kubernetes: Any, replicas: Any, *, preflight: Preflight | None = None, preview: bool = False
+    kubernetes: Any,
+    replicas: Any,
+    *,
+    preflight: Preflight | None = None,
+    preview: bool = False,
+    secret_keys: tuple[str, ...] = (),
 ) -> Run:
-    """Run ``build_program`` once with the given config blocks; never raises the program error."""
+    """Run ``build_program`` once with the given config blocks (``secret_keys``: the config
+    keys Pulumi holds as secrets); never raises the program error."""
     run = Run()
     pulumi.runtime.set_mocks(
         _Mocks(),
@@ -98,18 +104,20 @@ def run_program(
         {
             "infercrane:kubernetes": json.dumps(kubernetes),
             "infercrane:replicas": json.dumps(replicas),
-        }
+        },
+        list(secret_keys),
     )
     program = build_program(preflight or (lambda config: None))
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
-    def body() -> None:
+    def body() -> pulumi.Output[None]:
         program()
+        # The stack's exports, resolved (the test decorator awaits what it returns).
+        exports = getattr(pulumi.runtime.get_root_resource(), "outputs", {}) or {}
+        return pulumi.Output.from_input(exports).apply(run.outputs.update)
 
     try:
         body()
     except Exception as error:  # the tests assert on the error they expect
         run.error = error
-    root = pulumi.runtime.get_root_resource()
-    run.outputs = dict(getattr(root, "outputs", {}) or {})
     return run

@@ -15,6 +15,22 @@ def kubernetes(**overrides: Any) -> dict[str, Any]:
     return {"context": "kind-infercrane", "imageDigest": IMAGE} | overrides
 
 
+def every_setting(**overrides: Any) -> dict[str, Any]:
+    """Every opt-in and hardening setting of ``infercrane:kubernetes`` at once."""
+    return kubernetes(
+        shmSize="8Gi",
+        runtimeClassName="nvidia",
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        resources={"cpuRequest": "6", "cpuLimit": "8", "memoryRequest": "24Gi"},
+        startupSeconds=600,
+        modelCache={"claimName": "hf-cache"},
+        hfToken={"secretName": "hf-token", "key": "token"},
+        runAsUser=10001,
+        readOnlyRootFilesystem=True,
+        **overrides,
+    )
+
+
 def replica(**overrides: Any) -> dict[str, Any]:
     return {"externalKey": "dep-7-r0", "model": "Qwen/Qwen3-8B", "gpu": "NVIDIA-L40S"} | overrides
 

@@ -114,7 +114,11 @@ def test_stack_outputs_per_key_give_resource_id_objects_and_endpoint() -> None:
     assert run.outputs["replicas"]["dep-7-r0"] == {
         "resourceId": f"kubernetes:deployment:team-a/{name}",
         "endpoint": f"http://{name}.team-a.svc:8000",
-        "objects": [{"kind": "Deployment", "name": name}, {"kind": "Service", "name": name}],
+        # Mocks return no uid or generation; the engine's provider does (see test_unchanged).
+        "objects": [
+            {"kind": "Deployment", "name": name, "uid": None, "generation": None},
+            {"kind": "Service", "name": name, "uid": None, "generation": None},
+        ],
         "intent": parse_stack_config(kubernetes, [samples.replica()])
         .replicas[0]
         .model_dump(mode="json", by_alias=True),
@@ -128,7 +132,7 @@ def test_kserve_outputs_point_at_the_predictor_service() -> None:
     assert run.outputs["replicas"]["dep-7-r0"] == {
         "resourceId": f"kubernetes:kserve:infercrane-system/{name}",
         "endpoint": f"http://{name}-predictor.infercrane-system.svc:80",
-        "objects": [{"kind": "InferenceService", "name": name}],
+        "objects": [{"kind": "InferenceService", "name": name, "uid": None, "generation": None}],
         "intent": {
             "externalKey": "dep-7-r0",
             "model": "Qwen/Qwen3-8B",
@@ -137,6 +141,14 @@ def test_kserve_outputs_point_at_the_predictor_service() -> None:
             "runtimeArgs": [],
             "port": 8000,
             "workload": None,
+            "resources": {
+                "cpuRequest": None,
+                "cpuLimit": None,
+                "memoryRequest": None,
+                "memoryLimit": None,
+            },
+            "startupSeconds": None,
+            "modelCache": None,
         },
     }
 

@@ -10,7 +10,12 @@ import pytest
 import yaml
 
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import load_stack_file, parse_stack_config
+from infercrane_pulumi.intents import (
+    Resources,
+    effective_resources,
+    load_stack_file,
+    parse_stack_config,
+)
 from tests.unit import samples
 from tests.unit.pulumi_harness import run_program
 
@@ -291,6 +296,149 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], list[Any], str]] = [
         f"{R}: externalKeys 'Dep 7', 'dep  7' differ only in case or whitespace",
     ),
     (
+        "cpu request not a quantity",
+        samples.kubernetes(resources={"cpuRequest": "four"}),
+        [samples.replica()],
+        f"{K}.resources.cpuRequest: must be a CPU quantity such as '4' or '500m', got 'four'",
+    ),
+    (
+        "memory in a unit Kubernetes does not know",
+        samples.kubernetes(resources={"memoryLimit": "32GB"}),
+        [samples.replica()],
+        f"{K}.resources.memoryLimit: must be a memory quantity such as '16Gi' or '500M', "
+        "got '32GB'",
+    ),
+    (
+        "a zero quantity",
+        samples.kubernetes(resources={"memoryRequest": "0Gi"}),
+        [samples.replica()],
+        f"{K}.resources.memoryRequest: must be more than zero, got '0Gi'",
+    ),
+    (
+        "memory limit below the request",
+        samples.kubernetes(resources={"memoryRequest": "16Gi", "memoryLimit": "8Gi"}),
+        [samples.replica()],
+        f"{K}.resources.memoryLimit: 8Gi is below memoryRequest 16Gi",
+    ),
+    (
+        "cpu limit below the request",
+        samples.kubernetes(resources={"cpuLimit": "2"}),
+        [samples.replica()],
+        f"{K}.resources.cpuLimit: 2 is below cpuRequest 4",
+    ),
+    (
+        "memory limit below the request plus /dev/shm",
+        samples.kubernetes(shmSize="20Gi"),
+        [samples.replica()],
+        f"{K}.resources.memoryLimit: 32Gi is below memoryRequest 16Gi plus shmSize 20Gi: "
+        "/dev/shm is memory, and a full one counts against the container's memory limit",
+    ),
+    (
+        "an intent's memory limit below the request",
+        samples.kubernetes(),
+        [samples.replica(resources={"memoryLimit": "12Gi"})],
+        f"{R}[0].resources.memoryLimit: 12Gi is below memoryRequest 16Gi",
+    ),
+    (
+        "a startup allowance of zero",
+        samples.kubernetes(startupSeconds=0),
+        [samples.replica()],
+        f"{K}.startupSeconds: Input should be greater than or equal to 1",
+    ),
+    (
+        "an intent's startup allowance of zero",
+        samples.kubernetes(),
+        [samples.replica(startupSeconds=0)],
+        f"{R}[0].startupSeconds: Input should be greater than or equal to 1",
+    ),
+    (
+        "cache claim not a DNS name",
+        samples.kubernetes(modelCache={"claimName": "HF_Cache"}),
+        [samples.replica()],
+        f"{K}.modelCache.claimName: must be a DNS subdomain of at most 253 characters, "
+        "got 'HF_Cache'",
+    ),
+    (
+        "cache claim and size both given",
+        samples.kubernetes(modelCache={"claimName": "hf", "sizeLimit": "10Gi"}),
+        [samples.replica()],
+        f"{K}.modelCache: set exactly one of claimName or sizeLimit",
+    ),
+    (
+        "token Secret key not a valid key",
+        samples.kubernetes(hfToken={"secretName": "hf", "key": "to/ken"}),
+        [samples.replica()],
+        f"{K}.hfToken.key: must be [A-Za-z0-9._-] not starting or ending with",
+    ),
+    (
+        "token Secret not a DNS name",
+        samples.kubernetes(hfToken={"secretName": "HF", "key": "token"}),
+        [samples.replica()],
+        f"{K}.hfToken.secretName: must be a DNS subdomain",
+    ),
+    (
+        "the HF token in argv",
+        samples.kubernetes(),
+        [samples.replica(runtimeArgs=["--hf-token", "$(HF_TOKEN)"])],
+        f"{R}[0].runtimeArgs: entry 1 references $(HF_TOKEN)",
+    ),
+    (
+        "root as the runtime user",
+        samples.kubernetes(runAsUser=0),
+        [samples.replica()],
+        f"{K}.runAsUser: Input should be greater than or equal to 1",
+    ),
+    (
+        "read-only root given as a string",
+        samples.kubernetes(readOnlyRootFilesystem="yes"),
+        [samples.replica()],
+        f"{K}.readOnlyRootFilesystem: Input should be a valid boolean",
+    ),
+    (
+        "worker key variable not a variable name",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(workerKey={"env": "1-KEY"}))],
+        f"{R}[0].workload.workerKey.env: must be an environment variable name",
+    ),
+    (
+        "worker key variable InferCrane sets",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(workerKey={"env": "HF_TOKEN"}))],
+        f"{R}[0].workload.workerKey.env: HF_TOKEN is set by InferCrane; name another variable",
+    ),
+    (
+        "worker key variable expanded in the command",
+        samples.kubernetes(),
+        [
+            samples.replica(
+                workload=samples.workload(
+                    command=["serve", "--api-key", "$(KEY)"], workerKey={"env": "KEY"}
+                )
+            )
+        ],
+        f"{R}[0].workload.command: references $(KEY); the worker credential reaches the "
+        "runtime only through its environment",
+    ),
+    (
+        "worker key file not absolute",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(workerKey={"file": "secrets/key"}))],
+        f"{R}[0].workload.workerKey.file: must be a normalized absolute path other than '/'",
+    ),
+    (
+        "worker key file in a directory InferCrane mounts",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(workerKey={"file": "/tmp/key"}))],
+        f"{R}[0].workload.workerKey.file: /tmp/key would be mounted in /tmp, which InferCrane "
+        "uses or which is the root; choose a directory of its own",
+    ),
+    (
+        "worker key both as a variable and a file",
+        samples.kubernetes(),
+        [samples.replica(workload=samples.workload(workerKey={"env": "K", "file": "/run/k/k"}))],
+        f"{R}[0].workload.workerKey: set exactly one of env or file",
+    ),
+    (
         "replicas not a list",
         samples.kubernetes(),
         {"dep-7-r0": samples.replica()},  # type: ignore[list-item]
@@ -383,6 +531,43 @@ def test_json_kubeconfig_contents_on_one_line_are_accepted() -> None:
     contents = json.dumps(yaml.safe_load(samples.KUBECONFIG_CONTENTS))
     config = parse_stack_config(samples.kubernetes(kubeconfig=contents), [samples.replica()])
     assert config.kubernetes.kubeconfig == contents
+
+
+def test_resources_take_the_defaults_and_an_intent_overrides_them_field_by_field() -> None:
+    config = parse_stack_config(
+        samples.kubernetes(resources={"cpuRequest": "8"}),
+        [samples.replica(), samples.replica(externalKey="big", resources={"memoryLimit": "64Gi"})],
+    )
+    settings = config.kubernetes
+    assert [effective_resources(settings, intent) for intent in config.replicas] == [
+        Resources(cpu_request="8", memory_request="16Gi", memory_limit="32Gi"),
+        Resources(cpu_request="8", memory_request="16Gi", memory_limit="64Gi"),
+    ]
+
+
+def test_a_stack_file_with_kubeconfig_contents_in_plain_text_is_refused(tmp_path: Path) -> None:
+    stack = tmp_path / "Pulumi.s.yaml"
+    kubernetes = samples.kubernetes(kubeconfig=samples.KUBECONFIG_CONTENTS)
+    stack.write_text(
+        yaml.safe_dump({"config": {K: kubernetes, R: [samples.replica()]}}), encoding="utf-8"
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_stack_file(stack)
+    assert refused.value.problems == (
+        f"{K}.kubeconfig: kubeconfig contents in plain text; store them encrypted: "
+        f"pulumi config set --secret --path '{K}.kubeconfig' < file",
+    )
+    assert "client-key-data" not in str(refused.value)
+
+
+def test_the_program_refuses_plain_kubeconfig_contents_and_runs_with_secret_ones() -> None:
+    kubernetes = samples.kubernetes(kubeconfig=samples.KUBECONFIG_CONTENTS)
+    plain = run_program(kubernetes, [samples.replica()])
+    assert plain.registrations == []
+    assert f"{K}.kubeconfig: kubeconfig contents in plain text" in str(plain.error)
+    assert "client-key-data" not in str(plain.error)
+    secret = run_program(kubernetes, [samples.replica()], secret_keys=(K,))
+    assert secret.error is None and secret.kubernetes_objects != []
 
 
 def test_a_stack_file_with_an_encrypted_kubeconfig_still_loads(tmp_path: Path) -> None:

@@ -23,8 +23,10 @@ RANKS = {
     "validators": 0,
     "intents": 1,
     "refusals": 1,
+    "preflighted": 2,
     "kinds": 1,
     "naming": 2,
+    "podspec": 2,
     "manifests": 3,
     "readiness": 3,
     "workloads": 4,
@@ -40,14 +42,17 @@ RANKS = {
     "cluster.doctor": 8,
     "cluster.drift": 8,
     "cluster.observe": 8,
+    "cluster.unchanged": 8,
     "components": 9,
     "program": 10,
     "automation.backends": 11,
     "automation.fencing": 11,
     "automation.environment": 12,
+    "automation.eventlog": 12,
     "automation.locks": 12,
     "automation.project": 12,
     "automation.results": 12,
+    "automation.targets": 12,
     "automation.leases": 13,
     "automation.recovery": 13,
     "automation.stacks": 14,
@@ -66,6 +71,7 @@ DOORS = {
     "pulumi.automation": {
         "automation",
         "automation.environment",
+        "automation.eventlog",
         "automation.locks",
         "automation.namespaces",
         "automation.project",
@@ -144,26 +150,23 @@ def test_only_the_pulumi_layer_imports_pulumi() -> None:
 
 
 def engine_calls(path: Path) -> list[str]:
-    """Calls in a module that could start an engine operation on a stack: ``x.up(...)`` and
-    friends on anything but ``self``, and ``getattr`` of a computed name (the run path's own
-    dispatch)."""
+    """What in a module could start an engine operation on a stack: ``x.up(...)`` and friends
+    on anything but ``self`` (the Automation API's ``Stack``), and a Pulumi CLI command line
+    spelled out (a list or tuple starting with the operation, as the run path's own)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if (
-            isinstance(func, ast.Name)
-            and func.id == "getattr"
-            and not isinstance(node.args[1], ast.Constant)
-        ):
-            found.append(f"line {node.lineno}: getattr")
-        elif (
-            isinstance(func, ast.Attribute)
-            and func.attr in ENGINE_OPERATIONS
-            and not (isinstance(func.value, ast.Name) and func.value.id == "self")
-        ):
-            found.append(f"line {node.lineno}: .{func.attr}(...)")
+        if isinstance(node, ast.List | ast.Tuple) and node.elts:
+            first = node.elts[0]
+            if isinstance(first, ast.Constant) and first.value in ENGINE_OPERATIONS:
+                found.append(f"line {node.lineno}: pulumi {first.value} …")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in ENGINE_OPERATIONS
+                and not (isinstance(func.value, ast.Name) and func.value.id == "self")
+            ):
+                found.append(f"line {node.lineno}: .{func.attr}(...)")
     return found
 
 

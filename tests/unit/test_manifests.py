@@ -21,8 +21,9 @@ KEY = "dep-7-r0"
 HASH = hashlib.sha256(KEY.encode()).hexdigest()[:24]
 NAME = f"infercrane-{HASH}"
 # Golden: the hash of the canonical intent must not drift between releases, or every
-# object would be re-annotated on upgrade.
-INTENT_HASH = "sha256:60915a4d99c128d72e7b7a633e61b4140a13aed67e20bad2b51b3bb08603d300"
+# object would be re-annotated on upgrade. Issue 17's settings (resources, probes, cache,
+# hardening) changed it once, on purpose: README, "Upgrade notes".
+INTENT_HASH = "sha256:11a7bb9e4009fbd2985671863c77dc8e26a4e15c885725700cf788ab30c56098"
 LABELS = {
     "app.kubernetes.io/name": "infercrane-runtime",
     "app.kubernetes.io/instance": NAME,
@@ -60,17 +61,39 @@ CONTAINER = {
         {"name": "INFERCRANE_WORKER_API_KEY", "valueFrom": SECRET_REF},
         {"name": "VLLM_API_KEY", "valueFrom": SECRET_REF},
     ],
+    "startupProbe": {
+        "httpGet": {"path": "/health", "port": "http"},
+        "periodSeconds": 10,
+        "timeoutSeconds": 5,
+        "failureThreshold": 180,  # the default 1,800 s allowance
+    },
+    "livenessProbe": {
+        "httpGet": {"path": "/health", "port": "http"},
+        "periodSeconds": 10,
+        "timeoutSeconds": 5,
+        "failureThreshold": 3,
+    },
+    # Out of routing after 15 s of failures, before liveness restarts the engine (30 s).
     "readinessProbe": {
         "httpGet": {"path": "/health", "port": "http"},
         "periodSeconds": 5,
         "timeoutSeconds": 2,
-        "failureThreshold": 12,
+        "failureThreshold": 3,
     },
-    "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
-    "securityContext": {"allowPrivilegeEscalation": False},
+    "resources": {
+        "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+        "limits": {"memory": "32Gi", "nvidia.com/gpu": "1"},
+    },
+    "securityContext": {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": False,
+    },
 }
 POD = {
     "serviceAccountName": "infercrane-runtime",
+    "automountServiceAccountToken": False,
+    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
     "terminationGracePeriodSeconds": 30,
     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L40S"},
     "containers": [CONTAINER],
@@ -82,7 +105,7 @@ DEPLOYMENT = {
     "spec": {
         "replicas": 1,
         "strategy": {"type": "Recreate"},
-        "progressDeadlineSeconds": 1800,
+        "progressDeadlineSeconds": 2400,  # the startup allowance + 600 s
         "selector": {"matchLabels": {"app.kubernetes.io/instance": NAME}},
         "template": {"metadata": {"labels": LABELS}, "spec": POD},
     },
@@ -112,11 +135,21 @@ def test_kserve_mode_is_exactly_one_standard_inference_service() -> None:
     expected_meta = metadata(**{"serving.kserve.io/deploymentMode": "Standard"})
     assert isvc["metadata"]["annotations"].pop("infercrane.dev/intent-hash").startswith("sha256:")
     expected_meta["annotations"].pop("infercrane.dev/intent-hash")
+    # KServe's own container name, and a CPU limit of our own (the request).
+    container = CONTAINER | {
+        "name": "kserve-container",
+        "resources": {
+            "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+            "limits": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"},
+        },
+    }
     assert isvc == {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
         "metadata": expected_meta,
-        "spec": {"predictor": {"minReplicas": 1, "maxReplicas": 1, **POD}},
+        "spec": {
+            "predictor": {"minReplicas": 1, "maxReplicas": 1, **POD, "containers": [container]}
+        },
     }
 
 
@@ -172,14 +205,15 @@ def test_gpu_and_product_label_are_used_verbatim() -> None:
     pod = deployment["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"amd.com/gpu.product": "AMD-Instinct-MI300X"}
     assert pod["containers"][0]["resources"] == {
-        "requests": {"amd.com/gpu": "1"},
-        "limits": {"amd.com/gpu": "1"},
+        "requests": {"cpu": "4", "memory": "16Gi", "amd.com/gpu": "1"},
+        "limits": {"memory": "32Gi", "amd.com/gpu": "1"},
     }
 
 
 def test_opt_ins_add_shm_tolerations_and_runtime_class() -> None:
     settings = samples.kubernetes(
         shmSize="16Gi",
+        resources={"memoryLimit": "40Gi"},
         runtimeClassName="nvidia",
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     )
@@ -237,14 +271,10 @@ def test_rendered_objects_are_sorted_and_stable() -> None:
 def test_deployment_and_service_validate_strictly_against_kubernetes_schemas(
     workload: dict[str, Any] | None,
 ) -> None:
-    settings = samples.kubernetes(
-        shmSize="8Gi",
-        runtimeClassName="nvidia",
-        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-    )
-    replica = samples.replica(**({"workload": workload} if workload else {}))
-    for obj in objects(settings, replica):
-        kubernetes_validate.validate(obj, "1.36.0", strict=True)
+    for settings in (samples.kubernetes(), samples.every_setting()):
+        replica = samples.replica(**({"workload": workload} if workload else {}))
+        for obj in objects(settings, replica):
+            kubernetes_validate.validate(obj, "1.36.0", strict=True)
 
 
 def _strict(schema: dict[str, Any]) -> dict[str, Any]:
@@ -270,9 +300,9 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
 def test_inference_service_validates_against_the_kserve_crd_fixture() -> None:
     crd = yaml.safe_load((FIXTURES / "kserve-inferenceservice-crd.yaml").read_text())
     schema = _strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
-    settings = samples.kubernetes(workloadApi="kserve", shmSize="8Gi", runtimeClassName="nvidia")
-    for replica in (samples.replica(), samples.replica(workload=samples.workload())):
-        [isvc] = objects(settings, replica)
-        jsonschema.validate(isvc, schema)
+    for settings in (samples.kubernetes(), samples.every_setting()):
+        for replica in (samples.replica(), samples.replica(workload=samples.workload())):
+            [isvc] = objects(settings | {"workloadApi": "kserve"}, replica)
+            jsonschema.validate(isvc, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"spec": {"predictor": {"replicaz": 1}}}, schema)

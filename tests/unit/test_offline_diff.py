@@ -160,14 +160,15 @@ def test_when_the_program_changed_the_base_is_rendered_by_the_base_code(tmp_path
     manifests = copy_package(repo) / "manifests.py"
     manifests.write_text(
         manifests.read_text().replace(
-            '"progressDeadlineSeconds": 1800', '"progressDeadlineSeconds": 600'
+            '"progressDeadlineSeconds": progress_deadline_seconds(settings, intent)',
+            '"progressDeadlineSeconds": 600',
         )
     )
     commit(repo, "base: older program")
     copy_package(repo)  # head: this program; the stack file is unchanged
     data, _ = diff_command(base="HEAD", configs=[Path(STACK)], repo=repo)
     SCHEMA.validate(data)
-    deadline = " spec:\n-  progressDeadlineSeconds: 600\n+  progressDeadlineSeconds: 1800\n"
+    deadline = " spec:\n-  progressDeadlineSeconds: 600\n+  progressDeadlineSeconds: 2400\n"
     assert [
         (r["externalKey"], [(o["kind"], o["change"], o["diff"]) for o in r["objects"]])
         for r in data[0]["replicas"]

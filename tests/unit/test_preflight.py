@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import workloads
-from infercrane_pulumi.cluster import preflight
+from infercrane_pulumi import preflighted, workloads
+from infercrane_pulumi.cluster import client, preflight
 from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
 from infercrane_pulumi.intents import parse_stack_config
 from infercrane_pulumi.kinds import DEPLOYMENT
+from infercrane_pulumi.program import preflight_unless_done
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, config, live_copy
 
@@ -193,10 +194,10 @@ def test_the_program_skips_its_preflight_only_for_the_configuration_a_driver_che
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     transport = FakeTransport()
-    monkeypatch.setattr(preflight, "connect", lambda settings: Cluster(transport))
-    checked = {preflight.PREFLIGHTED_ENV: preflight.digest(config())}
-    preflight.preflight(config(), checked)
+    monkeypatch.setattr(client, "connect", lambda settings: Cluster(transport))
+    checked = {preflighted.PREFLIGHTED_ENV: preflighted.digest(config())}
+    preflight_unless_done(config(), checked)
     assert transport.requests == []
-    preflight.preflight(config(runtimeClassName="nvidia"), checked)  # another configuration
-    preflight.preflight(config(), {})  # a hand-run `pulumi up`
+    preflight_unless_done(config(runtimeClassName="nvidia"), checked)  # another configuration
+    preflight_unless_done(config(), {})  # a hand-run `pulumi up`
     assert [method for method, _, _ in transport.requests] == ["GET", "GET", "PATCH", "PATCH"] * 2

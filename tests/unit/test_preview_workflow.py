@@ -134,3 +134,10 @@ def test_the_comment_action_finds_its_comment_by_heading_and_knows_the_no_change
     assert comments.NO_CHANGES_MARKER in action
     assert 'select(.user.login == "github-actions[bot]")' in action
     assert yaml.safe_load(action)["inputs"]["body-file"]["required"] is True
+
+
+def test_the_secrets_live_in_the_preview_environment_that_only_the_preview_job_names() -> None:
+    environments = {job: spec.get("environment") for job, spec in JOBS.items()}
+    assert environments == {"diff": None, "stacks": None, "preview": "preview"}
+    uses_secrets = {job for job, spec in JOBS.items() if "secrets." in yaml.safe_dump(spec)}
+    assert uses_secrets == {"preview"}

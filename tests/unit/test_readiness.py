@@ -132,6 +132,52 @@ def test_a_waiting_container_gives_the_reason() -> None:
     assert verdict == Readiness("provisioning", "ImagePullBackOff: Back-off")
 
 
+def test_a_container_loading_under_its_startup_probe_says_so() -> None:
+    not_ready = {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}
+    pod = {
+        "status": {
+            "conditions": [{"type": "PodScheduled", "status": "True"}, not_ready],
+            "containerStatuses": [
+                {
+                    "name": "runtime",
+                    "state": {"running": {"startedAt": "2026-12-01T00:00:00Z"}},
+                    "started": False,
+                    "ready": False,
+                    "restartCount": 1,
+                }
+            ],
+        }
+    }
+    verdict = readiness.deployment(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
+    assert verdict == Readiness(
+        "provisioning",
+        "Starting: container runtime is running and its startup probe has not passed yet "
+        "(loading the model; 1 restart(s))",
+    )
+
+
+def test_a_replica_set_refused_its_pod_gives_the_admission_reason() -> None:
+    refused = (
+        'pods "infercrane-x-1" is forbidden: violates PodSecurity "restricted:latest": '
+        "runAsNonRoot != true"
+    )
+    status = SERVING | {
+        "availableReplicas": 0,
+        "conditions": [
+            {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"},
+            {
+                "type": "ReplicaFailure",
+                "status": "True",
+                "reason": "FailedCreate",
+                "message": refused,
+            },
+        ],
+    }
+    assert readiness.deployment(live(status), desired_hash(), []) == Readiness(
+        "provisioning", f"FailedCreate: {refused}"
+    )
+
+
 def test_a_progress_deadline_exceeded_deployment_has_failed() -> None:
     status = SERVING | {
         "availableReplicas": 0,
@@ -180,3 +226,22 @@ def test_an_inference_service_kserve_gave_up_on_has_failed() -> None:
     isvc = live(status, workloadApi="kserve")
     verdict = readiness.inference_service(isvc, desired_hash(workloadApi="kserve"), [])
     assert verdict == Readiness("failed", "ModelLoadFailed: out of memory")
+
+
+def test_a_container_that_keeps_exiting_gives_its_back_off_and_its_last_exit_code() -> None:
+    waiting = {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed"}
+    pod = {
+        "status": {
+            "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [
+                {
+                    "state": {"waiting": waiting},
+                    "lastState": {"terminated": {"exitCode": 2, "reason": "Error"}},
+                }
+            ],
+        }
+    }
+    verdict = readiness.deployment(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
+    assert verdict == Readiness(
+        "provisioning", "CrashLoopBackOff: back-off 10s restarting failed (last exit code 2: Error)"
+    )

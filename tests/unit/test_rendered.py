@@ -20,6 +20,7 @@ STACKS = {
     "demo": ROOT / "stacks" / "Pulumi.demo.yaml",
     "every-option": FIXTURES / "Pulumi.every-option.yaml",
     "every-option-kserve": FIXTURES / "Pulumi.every-option-kserve.yaml",
+    "defaults-kserve": FIXTURES / "Pulumi.defaults-kserve.yaml",
 }
 
 

@@ -9,8 +9,19 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from infercrane_pulumi import workloads
+from infercrane_pulumi.intents import parse_stack_config
+from tests.unit import samples
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
-ALLOWED_KINDS = {"Namespace", "ServiceAccount", "Role", "RoleBinding", "HTTPRoute"}
+ALLOWED_KINDS = {
+    "Namespace",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "HTTPRoute",
+    "NetworkPolicy",
+}
 FORBIDDEN_RESOURCES = {
     "secrets",
     "pods",
@@ -118,5 +129,39 @@ def test_the_gateway_route_sends_everything_to_the_infercrane_gateway_only() -> 
         {
             "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
             "backendRefs": [{"name": "infercrane-gateway", "port": 8080}],
+        }
+    ]
+
+
+def test_the_namespace_enforces_baseline_and_warns_and_audits_restricted() -> None:
+    [namespace] = [doc for _, doc in documents() if doc["kind"] == "Namespace"]
+    assert namespace["metadata"]["labels"] == {
+        "app.kubernetes.io/part-of": "infercrane",
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+    }
+
+
+def test_the_network_policy_lets_only_the_gateway_reach_the_serving_port() -> None:
+    [policy] = [doc for _, doc in documents() if doc["kind"] == "NetworkPolicy"]
+    # It selects exactly the Pods InferCrane renders (their labels), on the port they all name.
+    config = parse_stack_config(samples.kubernetes(), [samples.replica()])
+    [deployment, _] = workloads.stack_objects(config)
+    template = deployment["spec"]["template"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= template["metadata"]["labels"].items()
+    assert selector == {
+        "app.kubernetes.io/name": "infercrane-runtime",
+        "app.kubernetes.io/managed-by": "infercrane",
+    }
+    [port] = template["spec"]["containers"][0]["ports"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [
+                {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "infercrane-gateway"}}}
+            ],
+            "ports": [{"protocol": "TCP", "port": port["name"]}],
         }
     ]

@@ -33,7 +33,7 @@ def test_a_scalar_change_shows_its_path_and_nothing_else() -> None:
     changed = copy.deepcopy(DEPLOYMENT)
     changed["spec"]["progressDeadlineSeconds"] = 600
     assert diff_objects(DEPLOYMENT, changed) == (
-        " spec:\n-  progressDeadlineSeconds: 1800\n+  progressDeadlineSeconds: 600\n"
+        " spec:\n-  progressDeadlineSeconds: 2400\n+  progressDeadlineSeconds: 600\n"
     )
 
 

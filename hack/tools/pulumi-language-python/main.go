@@ -210,11 +210,20 @@ const maxConfigEnv = 64 * 1024
 // configFileEnv, and also as Pulumi's usual PULUMI_CONFIG variables while they fit. The file
 // holds decrypted secrets, so it lives in a 0700 directory, is 0600, and is removed after the run.
 func configEnvironment(req *pulumirpc.RunRequest) ([]string, func(), error) {
-	config, err := json.Marshal(req.GetConfig())
+	// A stack without configuration is {} and [], never null: Pulumi's Python runtime iterates
+	// over both.
+	values, keys := req.GetConfig(), req.GetConfigSecretKeys()
+	if values == nil {
+		values = map[string]string{}
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	config, err := json.Marshal(values)
 	if err != nil {
 		return nil, nil, err
 	}
-	secretKeys, err := json.Marshal(req.GetConfigSecretKeys())
+	secretKeys, err := json.Marshal(keys)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,76 @@
+"""The suite's real node, and what its scenarios ask of it from this host.
+
+On the local backend the session's control plane gains one real node (kubelet + containerd,
+:mod:`infercrane_dev.localcluster.realnode`) for the scenarios of one module, removed after
+them; it runs the stand-in images (:mod:`infercrane_dev.images`). Scenarios
+reach a replica the way a client would: from this host, through its Service's ClusterIP
+(kube-proxy's rules), with or without the worker key.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from infercrane_dev.localcluster import LocalControlPlane
+from infercrane_dev.localcluster.realnodes import RealNodeSpec
+from infercrane_dev.tests.realnode_fixtures import require_real_node
+from infercrane_pulumi import kinds, naming
+from infercrane_pulumi.cluster.client import Cluster
+
+SPEC = RealNodeSpec("NVIDIA-L4", gpus=2)
+HTTP_TIMEOUT_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class RealNode:
+    product: str
+    gpus: int
+    images: Mapping[str, str]  # catalog name -> digest-pinned reference
+
+    @property
+    def vllm_image(self) -> str:
+        return self.images["vllm-openai-standin"]
+
+    @property
+    def runtime_image(self) -> str:
+        return self.images["runtime-standin"]
+
+
+def add_real_node(plane: LocalControlPlane) -> RealNode:
+    """The control plane's real node, added now (skips where the machine cannot run one)."""
+    require_real_node()
+    plane.add_real_node(SPEC)
+    return RealNode(SPEC.product, SPEC.gpus, plane.node_images)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: Any
+
+
+def get(
+    admin: Cluster, namespace: str, key: str, *, path: str, port: int, token: str = ""
+) -> Answer | None:
+    """``GET path`` on the replica of ``key``, from this host through its Service's ClusterIP
+    (None: nothing answered, e.g. no ready endpoint)."""
+    service = admin.get(kinds.SERVICE, namespace, naming.object_name(key))
+    assert service is not None, f"no Service for {key}"
+    connection = http.client.HTTPConnection(
+        service["spec"]["clusterIP"], port, timeout=HTTP_TIMEOUT_SECONDS
+    )
+    try:
+        connection.request(
+            "GET", path, headers={"Authorization": f"Bearer {token}"} if token else {}
+        )
+        response = connection.getresponse()
+        raw = response.read()
+    except OSError:
+        return None
+    finally:
+        connection.close()
+    return Answer(response.status, json.loads(raw) if raw else None)
