@@ -131,6 +131,9 @@ class Replica:
         }
         spec_file = directory / name / "spec.json"
         spec_file.write_text(json.dumps(spec))
+        # Its runs' private directories too: a killed replica's stay in the test's directory.
+        temporary = directory / name / "tmp"
+        temporary.mkdir(mode=0o700)
         self.stderr = (directory / name / "stderr").open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.conformance.replica", str(spec_file)],
@@ -138,7 +141,7 @@ class Replica:
             stdout=subprocess.PIPE,
             stderr=self.stderr,
             text=True,
-            env=os.environ | dict(backend.variables),
+            env=os.environ | dict(backend.variables) | {"TMPDIR": str(temporary)},
             start_new_session=True,  # a replica is its process group, engine included
         )
         self._read()  # ready
