@@ -63,7 +63,16 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
         work_dir=str(project_dir), env_vars=env.variables(), pulumi_command=command
     )
     with pulumi_errors(name):
-        return auto.create_or_select_stack(name, work_dir=str(project_dir), opts=options)
+        try:
+            return auto.create_or_select_stack(name, work_dir=str(project_dir), opts=options)
+        except auto.errors.CommandError as racing:
+            # Pulumi's look-then-create is not atomic: on a shared backend another replica may
+            # create the stack in between (ours then fails: exists, locked, or worse). If the
+            # stack exists now, it is the one we wanted.
+            try:
+                return auto.select_stack(name, work_dir=str(project_dir), opts=options)
+            except auto.errors.StackNotFoundError:
+                raise racing from None
 
 
 def serialized(env: PulumiEnvironment, stack_name: str) -> threading.RLock:

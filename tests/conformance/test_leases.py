@@ -24,8 +24,9 @@ import yaml
 
 from infercrane_dev.localcluster.ports import LOOPBACK, free_port
 from infercrane_dev.statestores.postgres import PostgresServer
+from infercrane_dev.statestores.s3 import S3Server
 from infercrane_pulumi import automation, errors
-from infercrane_pulumi.automation import backends, fencing, leases
+from infercrane_pulumi.automation import backends, fencing, leases, project, stacks
 from infercrane_pulumi.errors import (
     BackendRefusedError,
     BackendUnavailableError,
@@ -278,3 +279,40 @@ def test_a_bad_backend_is_one_line_and_its_exit_code_and_writes_nothing(
         if found and found[0]:
             written = admin.execute("SELECT key FROM pulumi_state WHERE key LIKE '%%/bad%%'")
             assert written.fetchall() == []
+
+
+@pytest.mark.parametrize("kind", ["postgres", "s3"])
+def test_replicas_creating_one_stack_at_once_all_get_it(
+    kind: str, request: pytest.FixtureRequest, postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """Pulumi's create is look-then-write: on a shared backend, replicas opening a new stack at
+    once met "already exists", "locked" or a bare failure (found by ensure_many on S3)."""
+    bin_dir = require_toolchain(ENGINE_BINARIES)
+    if kind == "postgres":
+        url, lease_url, variables = postgres_server.url_with_password, None, {}
+    else:
+        bucket: S3Server = request.getfixturevalue("s3_server")
+        url, lease_url, variables = bucket.url, postgres_server.url_with_password, bucket.variables
+    opened: list[str] = []
+
+    def open_one(index: int) -> None:
+        env = automation.PulumiEnvironment.for_backend(
+            url,
+            lease_url=lease_url,
+            pulumi_home=tmp_path / f"home-{index}",
+            passphrase="conformance-only",
+            bin_dir=bin_dir,
+            backend_variables=variables,
+        )
+        workspace = project.write_project(tmp_path / f"workspace-{index}")
+        try:
+            opened.append(stacks.open_stack("created-at-once", project_dir=workspace, env=env).name)
+        except InferCraneError as error:
+            opened.append(error.code)
+
+    threads = [threading.Thread(target=open_one, args=(index,)) for index in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert opened == ["created-at-once"] * 3
