@@ -64,11 +64,13 @@ class PulumiEnvironment:
             return cls(state_dir=None, backend_url=url, lease_database=lease, **fields)
         state = backends.database(url)
         secret = {} if state.password is None else {"PGPASSWORD": state.password}
+        given = fields.pop("backend_variables", {})
         return cls(
             state_dir=None,
             backend_url=state.url,
             lease_database=lease or state,
-            **{"backend_variables": secret} | fields,
+            backend_variables={**given, **secret},
+            **fields,
         )
 
     @property

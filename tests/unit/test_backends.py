@@ -100,6 +100,13 @@ def test_a_postgres_environment_gives_the_engine_its_password_as_a_variable(
     assert SECRET not in repr(env) and "s3cr" not in variables["PULUMI_BACKEND_URL"]
 
 
+def test_the_urls_password_joins_the_backend_variables_given(tmp_path: Path) -> None:
+    env = PulumiEnvironment.for_backend(
+        URL, pulumi_home=tmp_path, passphrase="p", backend_variables={"PGSSLMODE": "require"}
+    )
+    assert env.backend_variables == {"PGSSLMODE": "require", "PGPASSWORD": SECRET}
+
+
 def test_other_shared_backends_take_their_lease_database_apart(tmp_path: Path) -> None:
     env = PulumiEnvironment.for_backend(
         "s3://state?region=us-east-1", lease_url=URL, pulumi_home=tmp_path, passphrase="p"
