@@ -93,6 +93,21 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def processes_running(matches: Callable[[list[bytes]], bool]) -> list[int]:
+    """Pids of the processes on this host whose argv ``matches`` (read from /proc)."""
+    found = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone while we looked
+        if matches(argv):
+            found.append(int(entry.name))
+    return found
+
+
 def group_members(pgid: int) -> list[int]:
     """Pids still running (not zombies) in process group ``pgid``."""
     if not _PROC.is_dir():

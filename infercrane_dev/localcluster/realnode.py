@@ -51,7 +51,13 @@ from .kubeconfig import build_kubeconfig, write_kubeconfig
 from .kubelet import KUBELET_HEALTHZ_PORT, KUBELET_PORT, KubeletPaths, kubelet_args, kubelet_config
 from .kubeproxy import HEALTHZ_PORT, METRICS_PORT, kube_proxy_args, kube_proxy_config
 from .nodepools import GPU_RESOURCE
-from .processes import ManagedProcess, ProcessStopError, start_process, stop_process
+from .processes import (
+    ManagedProcess,
+    ProcessStopError,
+    processes_running,
+    start_process,
+    stop_process,
+)
 from .processes import wait_until_ready as _wait_until_ready
 from .realnodes import RealNodeSpec, gpu_capacity, node_labels, node_name, node_taints
 
@@ -291,19 +297,14 @@ def _kill_shims(address: Path) -> list[str]:
     """SIGKILL containerd shims serving ``address`` (they outlive containerd by design)."""
     needle = str(address).encode()
     survivors = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in processes_running(
+        lambda argv: argv[0].endswith(b"containerd-shim-runc-v2") and needle in argv
+    ):
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
             continue
-        if argv and argv[0].endswith(b"containerd-shim-runc-v2") and needle in argv:
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-            except ProcessLookupError:
-                continue
-            survivors.append(int(entry.name))
+        survivors.append(pid)
     deadline = time.monotonic() + 5.0
     while survivors and time.monotonic() < deadline:
         survivors = [pid for pid in survivors if Path(f"/proc/{pid}/cmdline").exists()]

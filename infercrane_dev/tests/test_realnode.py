@@ -9,7 +9,6 @@ ClusterIP from the host; a Pod asking for more GPUs than the node has stays Pend
 
 from __future__ import annotations
 
-import http.client
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from infercrane_dev.tests.realnode_fixtures import (
     require_real_node,
 )
 from tests.conformance.harness import wait_for
+from tests.conformance.realnode import http_get
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
 
@@ -133,18 +133,12 @@ def test_a_deployment_runs_and_answers_on_its_cluster_ip(
         )
     cluster_ip = str(service.spec.cluster_ip)
 
-    def answer() -> tuple[int, bytes] | None:
-        connection = http.client.HTTPConnection(cluster_ip, 80, timeout=2)
-        try:
-            connection.request("GET", "/health")
-            response = connection.getresponse()
-            return response.status, response.read()
-        except OSError:
-            return None  # kube-proxy may not have synced the Service yet
-        finally:
-            connection.close()
-
-    status, _ = wait_for(answer, timeout=60, what=f"GET http://{cluster_ip}/health")
+    answer = wait_for(
+        lambda: http_get(cluster_ip, 80, "/health"),
+        timeout=60,
+        what=f"GET http://{cluster_ip}/health",
+    )
+    status = answer.status
     assert status == 200
 
 

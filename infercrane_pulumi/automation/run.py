@@ -13,8 +13,9 @@ applied object gone, or carrying another intent) asks the engine to refresh; wit
 refresh runs, unless the caller asks for one. Ownership (every object about to be applied or
 deleted is exactly ours) and the strict server-side dry-run of every applied object come
 next, and the program is told, by the digest of exactly this configuration, that its own
-preflight has run. A destroy checks the ownership of what it deletes and runs the engine
-without the program.
+preflight has run. A destroy checks the ownership of what it deletes, deletes it itself, all at
+once and each only if it still has the uid just checked (``cluster.deletion``), and runs the
+engine without the program to forget what is gone.
 
 The engine then runs with a private directory (the refusal channel, and the run's TMPDIR,
 because pulumi-kubernetes writes the whole kubeconfig to a temporary file on every configure
@@ -47,7 +48,7 @@ from infercrane_pulumi import preflighted, refusals, workloads
 from infercrane_pulumi.automation import eventlog, leases, project, results, stacks, targets
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.recovery import break_locks, recover
-from infercrane_pulumi.cluster import client, drift, preflight, unchanged
+from infercrane_pulumi.cluster import client, deletion, drift, preflight, unchanged
 from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
@@ -95,6 +96,8 @@ class Plan:
     unchanged: bool = False  # a verified no-op: the engine need not start
     # The keys to work on when others are verified unchanged (None: every key).
     targets: frozenset[str] | None = None
+    # What a destroy deletes itself before the engine forgets it (each with its checked uid).
+    deletions: tuple[deletion.Doomed, ...] = ()
 
 
 def run(
@@ -127,6 +130,8 @@ def run(
             )
             if plan.unchanged:
                 return results.unchanged(operation, stack.name, config, last_run)
+            if plan.deletions:
+                deletion.delete_all(cluster, config.kubernetes, plan.deletions)
             if lease is None:
                 _engine(
                     stack,
@@ -190,8 +195,10 @@ def plan_run(
         return Plan((REFRESH,) * (refresh and operation != "destroy"), {})
     live = preflight.snapshot(cluster, config.kubernetes)
     if operation == "destroy":
-        preflight.check_ownership(live, applied=(), deleted=workloads.stack_objects(last))
-        return Plan((), {})
+        objects = workloads.stack_objects(last)
+        preflight.check_ownership(live, applied=(), deleted=objects)
+        # Not while another operation holds the stack: its run may be applying them.
+        return Plan((), {}, deletions=tuple(deletion.doomed(objects, live)) if exclusive else ())
     desired_keys = {intent.external_key for intent in config.replicas}
     verified = (
         unchanged.verified_keys(config, applied, live) if exclusive and not refresh else set()

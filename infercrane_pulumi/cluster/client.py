@@ -149,6 +149,19 @@ class Cluster:
             content_type=APPLY_CONTENT_TYPE,
         )
 
+    def delete(self, obj: Manifest, *, uid: str) -> Response:
+        """Delete ``obj`` only if it still has ``uid``, its dependents in the background."""
+        meta = obj["metadata"]
+        options = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": "Background",
+            "preconditions": {"uid": uid},
+        }
+        return self.transport.request(
+            "DELETE", KINDS[obj["kind"]].path(meta["namespace"], meta["name"]), body=options
+        )
+
     def served(self, kind: Kind) -> bool:
         response = self.transport.request("GET", f"/apis/{kind.group_version}")
         if response.status == 404:

@@ -60,9 +60,13 @@ def get(
     (None: nothing answered, e.g. no ready endpoint)."""
     service = admin.get(kinds.SERVICE, namespace, naming.object_name(key))
     assert service is not None, f"no Service for {key}"
-    connection = http.client.HTTPConnection(
-        service["spec"]["clusterIP"], port, timeout=HTTP_TIMEOUT_SECONDS
-    )
+    return http_get(service["spec"]["clusterIP"], port, path, token)
+
+
+def http_get(address: str, port: int, path: str, token: str = "") -> Answer | None:
+    """``GET path`` from this host (None: nothing answered; kube-proxy programs a Service's
+    new endpoint about a second after its Pod turned ready)."""
+    connection = http.client.HTTPConnection(address, port, timeout=HTTP_TIMEOUT_SECONDS)
     try:
         connection.request(
             "GET", path, headers={"Authorization": f"Bearer {token}"} if token else {}
@@ -73,4 +77,7 @@ def get(
         return None
     finally:
         connection.close()
-    return Answer(response.status, json.loads(raw) if raw else None)
+    try:
+        return Answer(response.status, json.loads(raw) if raw else None)
+    except ValueError:
+        return Answer(response.status, raw.decode(errors="replace"))

@@ -12,8 +12,6 @@ one real-node lock): otherwise skipped with the reason (failed under INFERCRANE_
 
 from __future__ import annotations
 
-import http.client
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,11 +23,13 @@ from kubernetes import client
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
+from infercrane_dev.localcluster.processes import processes_running
 from infercrane_dev.tests.realnode_fixtures import SERVER_IMAGE, node_spec, require_real_node
 from infercrane_pulumi import automation, naming
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from tests.conformance.harness import ENGINE_BINARIES, ROOT, require_toolchain, wait_for
+from tests.conformance.realnode import http_get
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
 NAMESPACE = "hardened"
@@ -65,29 +65,10 @@ def proc_facts(pid: int) -> dict[str, str]:
 
 def process_serving(model: str) -> int | None:
     """The host PID of the container's server: its argv names the test's unique model."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if model.encode() in argv and b"vllm.entrypoints.openai.api_server" in argv:
-            return int(entry.name)
-    return None
-
-
-def get(address: str, port: int, path: str, key: str | None = None) -> tuple[int, bytes] | None:
-    connection = http.client.HTTPConnection(address, port, timeout=2)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    try:
-        connection.request("GET", path, headers=headers)
-        response = connection.getresponse()
-        return response.status, response.read()
-    except OSError:
-        return None  # kube-proxy may not have synced the Service yet
-    finally:
-        connection.close()
+    found = processes_running(
+        lambda argv: model.encode() in argv and b"vllm.entrypoints.openai.api_server" in argv
+    )
+    return found[0] if found else None
 
 
 def test_a_hardened_pod_is_admitted_as_restricted_runs_becomes_ready_and_serves(
@@ -154,12 +135,12 @@ def test_a_hardened_pod_is_admitted_as_restricted_runs_becomes_ready_and_serves(
             service: Any = core.read_namespaced_service(name, NAMESPACE)
             address = str(service.spec.cluster_ip)
             models = wait_for(
-                lambda: get(address, 8000, "/v1/models", bootstrapped.worker_secret_value),
+                lambda: http_get(address, 8000, "/v1/models", bootstrapped.worker_secret_value),
                 timeout=60,
                 what=f"GET http://{address}:8000/v1/models",
             )
-            assert models[0] == 200 and model in json.loads(models[1])["data"][0]["root"]
-            assert (get(address, 8000, "/v1/models") or (0, b""))[0] == 401
+            assert models.status == 200 and model in models.body["data"][0]["root"]
+            assert (refused := http_get(address, 8000, "/v1/models")) and refused.status == 401
 
             pid = wait_for(lambda: process_serving(model), timeout=30, what="the server process")
             assert proc_facts(pid) == {
@@ -173,7 +154,7 @@ def test_a_hardened_pod_is_admitted_as_restricted_runs_becomes_ready_and_serves(
                 "/tmp": "rw",
                 "/home/runtime": "rw",
             }
-            standin = get(address, 8000, "/standin")
-            assert standin is not None and json.loads(standin[1])["dev_shm_bytes"] == 64 * 2**20
+            standin = http_get(address, 8000, "/standin")
+            assert standin is not None and standin.body["dev_shm_bytes"] == 64 * 2**20
         finally:
             stack.destroy()

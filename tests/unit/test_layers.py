@@ -43,6 +43,7 @@ RANKS = {
     "cluster.drift": 8,
     "cluster.observe": 8,
     "cluster.unchanged": 8,
+    "cluster.deletion": 8,
     "components": 9,
     "program": 10,
     "automation.backends": 11,

@@ -118,12 +118,21 @@ def test_a_look_alike_in_place_of_a_removed_key_is_refused_before_any_dry_run() 
     assert dry_runs(transport) == []
 
 
-def test_a_destroy_checks_ownership_of_what_it_deletes_and_runs_no_program() -> None:
+def test_a_destroy_checks_ownership_then_deletes_each_object_by_the_uid_it_checked() -> None:
     config = stack("a")
-    transport = FakeTransport(live=applied(config))
+    live = applied(config)
+    transport = FakeTransport(live=live)
     plan = plan_run(Cluster(transport), "destroy", config, record(config), refresh=True)
     assert transport.requests == LISTS
-    assert plan == type(plan)(flags=(), variables={})
+    objects = workloads.stack_objects(config)
+    uids = [obj["metadata"]["uid"] for obj in live]
+    assert plan == type(plan)(
+        flags=(), variables={}, deletions=tuple(zip(objects, uids, strict=True))
+    )
+    held = plan_run(
+        Cluster(transport), "destroy", config, record(config), refresh=False, exclusive=False
+    )
+    assert held.deletions == ()  # another operation holds the stack: the engine deletes
     foreign = copy.deepcopy(applied(config))
     foreign[1]["metadata"]["annotations"]["infercrane.dev/external-key"] = "someone-else"
     with pytest.raises(OwnershipError):
