@@ -14,8 +14,10 @@ export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 .PHONY: demo test unit lint fmt tools venv clean host-packages
 
 ## demo: build/reuse the toolchain, start a disposable control plane, run a real `pulumi up`
+## (BACKEND=postgres: the state and the stack's lease in a throwaway PostgreSQL)
+BACKEND ?= file
 demo: venv tools host-packages
-	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.demo $(DEMO_ARGS)
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.demo --backend '$(BACKEND)' $(DEMO_ARGS)
 
 ## test: lint, type-check, go test of hack/tools, unit tests, the dev tools' tests, then
 ## real-engine conformance on the local control plane (and its real node)

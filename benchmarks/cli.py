@@ -14,11 +14,11 @@ import argparse
 import functools
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import floor, machine, mocked, naive, ours, parallel, report, scenario
+from benchmarks import backends, floor, machine, mocked, naive, ours, parallel, report, scenario
 from benchmarks.budget import Budget
 from benchmarks.progress import Progress
 from benchmarks.results import ParallelResult, Results, SizeResult
@@ -40,12 +40,13 @@ class Profile:
     repeat: int
     program_sizes: str
     parallel_stacks: str
+    backend_sizes: str
     name: str
     out: Path
 
 
-FULL = Profile("1,10,100,300,1000", 3, "100,1000,5000", "20x50", "bench", RESULTS_DIR)
-QUICK = Profile("1,10", 1, "10,100", "2x5", "quick", QUICK_DIR)
+FULL = Profile("1,10,100,300,1000", 3, "100,1000,5000", "20x50", "1,100,1000", "bench", RESULTS_DIR)
+QUICK = Profile("1,10", 1, "10,100", "2x5", "1,10", "quick", QUICK_DIR)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class Plan:
     repeat: int
     program_sizes: tuple[int, ...]
     parallel_stacks: tuple[int, int] | None
+    backends: tuple[str, ...]
+    backend_sizes: tuple[int, ...]
     parallel: int
     budget_s: float
     out: Path
@@ -99,6 +102,14 @@ def parse(argv: Sequence[str]) -> Plan:
         help=f"ensure_many's parallel (default {DEFAULT_PARALLEL}: twice the cores)",
     )
     parser.add_argument("--skip-parallel", action="store_true", help="no many-stacks section")
+    parser.add_argument(
+        "--backends",
+        default=",".join(backends.BACKENDS),
+        help=f"state backends compared (default {','.join(backends.BACKENDS)}; empty: none)",
+    )
+    parser.add_argument(
+        "--backend-sizes", help=f"intents per backend run (default {FULL.backend_sizes})"
+    )
     parser.add_argument("--skip-program", action="store_true", help="no mocked-program section")
     parser.add_argument(
         "--budget-minutes",
@@ -116,13 +127,19 @@ def parse(argv: Sequence[str]) -> Plan:
         sizes = _sizes(args.sizes or profile.sizes)
         program_sizes = _sizes(args.program_sizes or profile.program_sizes)
         grid = _grid(args.parallel_stacks or profile.parallel_stacks)
+        backend_sizes = _sizes(args.backend_sizes or profile.backend_sizes)
     except (argparse.ArgumentTypeError, ValueError) as error:
         parser.error(str(error))
+    chosen = tuple(name for name in args.backends.split(",") if name)
+    if unknown := set(chosen) - set(backends.BACKENDS):
+        parser.error(f"--backends: unknown {', '.join(sorted(unknown))}")
     return Plan(
         sizes=sizes,
         repeat=max(1, args.repeat or profile.repeat),
         program_sizes=() if args.skip_program else program_sizes,
         parallel_stacks=None if args.skip_parallel else grid,
+        backends=chosen,
+        backend_sizes=backend_sizes,
         parallel=max(1, args.parallel),
         budget_s=args.budget_minutes * 60,
         out=args.out or profile.out,
@@ -151,6 +168,8 @@ class Run:
                     "repeat": plan.repeat,
                     "program_sizes": plan.program_sizes,
                     "parallel_stacks": plan.parallel_stacks,
+                    "backends": plan.backends,
+                    "backend_sizes": plan.backend_sizes,
                     "parallel": plan.parallel,
                     "budget_minutes": plan.budget_s / 60,
                 },
@@ -168,6 +187,7 @@ class Run:
             *(("program", n) for n in self.plan.program_sizes),
             *(("single", n) for n in self.plan.sizes),
             *([("parallel", grid[0] * grid[1])] if grid is not None else []),
+            *((f"backend:{b}", n) for b in self.plan.backends for n in self.plan.backend_sizes),
         ]
 
     def program(self, n: int, rep: int) -> None:
@@ -219,7 +239,14 @@ class Run:
         elif section == "parallel" and self.results.parallel and not self.results.parallel.note:
             self.results.parallel.note = note
 
-    def passes(self, bench: Workbench) -> None:
+    def backend(
+        self, bench: Workbench, stores: Mapping[str, backends.Store], section: str, n: int, rep: int
+    ) -> None:
+        name = section.removeprefix("backend:")
+        samples = backends.lifecycle(bench, self.progress, name, stores[name], n=n, rep=rep)
+        self.results.backends.setdefault(name, {}).setdefault(n, []).append(samples)
+
+    def passes(self, bench: Workbench, stores: Mapping[str, backends.Store]) -> None:
         """Pass 1 measures every item once; later passes repeat what the budget allows."""
         for rep in range(1, self.plan.repeat + 1):
             for section, n in self.items():
@@ -231,20 +258,23 @@ class Run:
                     self.program(n, rep)
                 elif section == "single":
                     self.single(bench, n, rep)
-                else:
+                elif section == "parallel":
                     self.many(bench, rep)
+                else:
+                    self.backend(bench, stores, section, n, rep)
                 self.budget.record((section, n), time.monotonic() - began)
                 self.save()
 
     def engine(self) -> None:
-        with Workbench.open() as bench:
-            self.progress.server_pids = bench.server_pids
+        with Workbench.open() as bench, backends.stores(bench, self.plan.backends) as stores:
+            stored = {pid for store in stores.values() for pid in store.pids}
+            self.progress.server_pids = (*bench.server_pids, *sorted(stored))
             self.results.meta["versions"] = machine.versions(
                 bench.env.bin_dir / "pulumi" if bench.env.bin_dir else Path("pulumi"),
                 bench.admin.version(),
             )
             self.progress.say(f"local control plane up in {bench.plane.cold_start_seconds:.1f} s")
-            self.passes(bench)
+            self.passes(bench, stores)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from benchmarks import scenario
+from benchmarks import backends, scenario
 from benchmarks.mocked import ProgramSample
 from benchmarks.plot import PALETTE, Series, log_log_plot
 from benchmarks.results import (
@@ -358,6 +359,36 @@ def _program(results: Results) -> list[str]:
     ]
 
 
+def _backends(results: Results) -> list[str]:
+    """Per backend and N: median wall time and state bytes written per step."""
+    if not results.backends:
+        return []
+    rows = []
+    for backend, by_size in results.backends.items():
+        for n, reps in sorted(by_size.items()):
+            cells = [backend, str(n), str(len(reps))]
+            for key in backends.STEPS:
+                wall_s = spread(rep[key].wall_s for rep in reps)
+                written = statistics.median(rep[key].bytes_written for rep in reps)
+                cells += [shown(wall_s), f"{written / 1024:,.1f} KiB"]
+            rows.append(cells)
+    header = ["backend", "N", "reps"]
+    for name in backends.STEPS.values():
+        header += [f"{name} wall", f"{name} state written"]
+    return [
+        "## State backends",
+        "",
+        "The same steps through `NamespaceStack` on each backend, started for the run on "
+        "loopback: a directory (`file`), PostgreSQL holding state and stack leases (`postgres`, "
+        "fsync on), an S3 server over a directory with the leases in PostgreSQL (`s3`, "
+        "versitygw). *State written*: the bytes of every state object the run created or "
+        "changed, as the backend stores them (median).",
+        "",
+        *table(header, rows),
+        "",
+    ]
+
+
 def markdown(results: Results, svg_name: str) -> str:
     lines = [
         *_header(results),
@@ -365,6 +396,7 @@ def markdown(results: Results, svg_name: str) -> str:
         "",
         *_single(results),
         *_parallel(results),
+        *_backends(results),
         *_program(results),
     ]
     return "\n".join(lines).rstrip() + "\n"

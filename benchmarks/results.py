@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.backends import BackendSample
 from benchmarks.mocked import ProgramSample
 from benchmarks.sampling import ProcessUse, Usage
 
@@ -79,6 +80,8 @@ class Results:
     program: dict[int, list[ProgramSample]] = field(default_factory=dict)
     single: dict[int, SizeResult] = field(default_factory=dict)
     parallel: ParallelResult | None = None
+    # backend -> N -> one sample per repetition, per step
+    backends: dict[str, dict[int, list[dict[str, BackendSample]]]] = field(default_factory=dict)
 
 
 def summary(samples: Sequence[Usage]) -> dict[str, Spread]:
@@ -137,7 +140,20 @@ def to_json(results: Results) -> dict[str, Any]:
         str(n): [dataclasses.asdict(sample) for sample in samples]
         for n, samples in results.program.items()
     }
-    return {"meta": results.meta, "program": program, "single": single, "parallel": parallel}
+    backends = {
+        backend: {
+            str(n): [{key: dataclasses.asdict(v) for key, v in rep.items()} for rep in reps]
+            for n, reps in by_size.items()
+        }
+        for backend, by_size in results.backends.items()
+    }
+    return {
+        "meta": results.meta,
+        "program": program,
+        "single": single,
+        "parallel": parallel,
+        "backends": backends,
+    }
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
@@ -164,6 +180,11 @@ def from_json(data: dict[str, Any]) -> Results:
             p["stacks"], p["per_stack"], p["parallel"], _samples(p["many"]), _samples(p["one"])
         )
         results.parallel.one_source, results.parallel.note = p["one_source"], p["note"]
+    for backend, by_size in (data.get("backends") or {}).items():
+        results.backends[backend] = {
+            int(n): [{key: BackendSample(**v) for key, v in rep.items()} for rep in reps]
+            for n, reps in by_size.items()
+        }
     return results
 
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Debian packages the local control plane's real node needs on the host (hack/host-packages.sh).
+# Debian packages the tests need on the host (hack/host-packages.sh).
 #
-# The real node runs containers with runc and programs Services with iptables; both come from
+# The local control plane's real node runs containers with runc and programs Services with
+# iptables; the shared-state tests, `make demo BACKEND=postgres` and `make bench` start
+# throwaway PostgreSQL servers (initdb per session) from Debian's postgresql-15. All come from
 # Debian, pinned here. Installs only what is missing, quietly; does nothing (exit 0) when not
-# root or not on Debian 12, because then the real node cannot run anyway and its tests skip
+# root or not on Debian 12, because then the real node cannot run anyway and those tests skip
 # with the reason. `make test`, `make demo` and .ci/run call it.
 set -euo pipefail
 
@@ -12,7 +14,16 @@ PACKAGES=(
   runc=1.1.5+ds1-1+deb12u1       # the OCI runtime containerd's shim runs
   iptables=1.8.9-2               # kube-proxy's iptables mode and the kubelet's canary chains
   nftables=1.0.6-2+deb12u2       # nft: teardown deletes the iptables-nft tables the node created
+  # PostgreSQL 15: its server binaries only; the tests run their own servers, never a service.
+  postgresql-common=248+deb12u1  # first, so that no default cluster is created (below)
+  postgresql-client-common=248+deb12u1
+  libpq5=15.18-0+deb12u1
+  postgresql-client-15=15.18-0+deb12u1
+  postgresql-15=15.18-0+deb12u1  # initdb, postgres (/usr/lib/postgresql/15/bin)
 )
+# Debian creates and starts a "main" cluster when the server package is installed, unless
+# postgresql-common's createcluster.conf says not to; the tests need none.
+CREATECLUSTER=/etc/postgresql-common/createcluster.conf
 
 log() { echo "host-packages: $*" >&2; }
 
@@ -43,4 +54,12 @@ for spec in "${missing[@]}"; do
     break
   fi
 done
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install() { apt-get install -y -qq --no-install-recommends "$@" >/dev/null; }
+if [[ " ${missing[*]} " == *" postgresql-common="* ]]; then
+  mapfile -t common < <(printf '%s\n' "${PACKAGES[@]}" | grep '^postgresql-\(client-\)\?common=')
+  install "${common[@]}"
+fi
+if [[ -f $CREATECLUSTER ]] && ! grep -q '^create_main_cluster = false' "$CREATECLUSTER"; then
+  sed -i 's/^#\?create_main_cluster.*/create_main_cluster = false/' "$CREATECLUSTER"
+fi
+install "${missing[@]}"

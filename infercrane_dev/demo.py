@@ -11,11 +11,14 @@ scheduler's reason), and the served model fetched from the host through the L40S
 Service, with the worker key and without it. Where a real node cannot run here (not root, no
 cgroups, ...), one line says why and a simulated L40S node stands in. Tears everything down
 unless ``--keep``. The passphrase below protects only this throwaway demo state.
+``--backend postgres`` (``make demo BACKEND=postgres``) keeps that state, and the stack's lease,
+in a throwaway PostgreSQL started for the demo and removed after it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import shutil
@@ -33,6 +36,7 @@ from infercrane_dev.localcluster.nodepools import NodePool
 from infercrane_dev.localcluster.realnode import unavailable
 from infercrane_dev.localcluster.realnodes import RealNodeSpec
 from infercrane_dev.localcluster.state import save_state
+from infercrane_dev.statestores import postgres
 from infercrane_pulumi import automation, naming, views
 from infercrane_pulumi.cluster import client, doctor, observe
 from infercrane_pulumi.intents import StackConfig, load_stack_file, stack_file
@@ -139,7 +143,17 @@ def _get(address: str, path: str, headers: dict[str, str]) -> tuple[int, dict[st
             connection.close()
 
 
-def run(*, keep: bool, state_root: Path) -> int:
+def run(*, keep: bool, state_root: Path, backend: str = "file") -> int:
+    with contextlib.ExitStack() as services:
+        backend_url = (state_root / "state").as_uri()
+        if backend == "postgres":
+            server = services.enter_context(postgres.running(durable=True))
+            print(f"PostgreSQL {server.url} (state and stack leases; password not shown)")
+            backend_url = server.url_with_password
+        return _run(keep=keep, state_root=state_root, backend_url=backend_url)
+
+
+def _run(*, keep: bool, state_root: Path, backend_url: str) -> int:
     bin_dir = find_binary("pulumi").parent
     config = load_stack_file(stack_file(PROJECT_DIR, DEMO_STACK))
     control_plane = start_control_plane()
@@ -152,8 +166,8 @@ def run(*, keep: bool, state_root: Path) -> int:
             "bootstrapped deploy/kubernetes (with the optional Pod reader) and the worker Secret "
             "(value not shown)"
         )
-        env = automation.PulumiEnvironment(
-            state_dir=state_root / "state",
+        env = automation.PulumiEnvironment.for_backend(
+            backend_url,
             pulumi_home=PROJECT_DIR / ".infercrane" / "pulumi-home",
             passphrase=DEMO_PASSPHRASE,
             bin_dir=bin_dir,
@@ -203,9 +217,17 @@ def run(*, keep: bool, state_root: Path) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infercrane_dev.demo")
     parser.add_argument("--keep", action="store_true", help="leave the control plane running")
+    parser.add_argument(
+        "--backend",
+        choices=("file", "postgres"),
+        default="file",
+        help="Pulumi state in a directory, or in a throwaway PostgreSQL (with stack leases)",
+    )
     args = parser.parse_args(argv)
+    if args.keep and args.backend != "file":
+        parser.error("--keep keeps the file backend only (the demo's PostgreSQL is removed)")
     state_root = Path(tempfile.mkdtemp(prefix="demo-", dir=_local_dir()))
-    return run(keep=args.keep, state_root=state_root)
+    return run(keep=args.keep, state_root=state_root, backend=args.backend)
 
 
 def _local_dir() -> Path:

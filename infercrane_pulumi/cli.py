@@ -104,6 +104,7 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
     """``preview``, ``up``, ``destroy`` or ``remove`` of the stack file, per-key results."""
     flags = EnvironmentFlags(
         backend_url=args.backend_url,
+        lease_url=args.lease_url,
         passphrase_file=args.passphrase_file,
         pulumi_home=args.pulumi_home,
         tools_bin=args.tools_bin,
@@ -171,7 +172,12 @@ def _project_dir(command: argparse.ArgumentParser) -> None:
 
 def _backend(command: argparse.ArgumentParser) -> None:
     for flag, default in (
-        ("--backend-url", "default: $PULUMI_BACKEND_URL"),
+        ("--backend-url", "default: $PULUMI_BACKEND_URL (a password in it: prefer $PGPASSWORD)"),
+        (
+            "--lease-url",
+            "PostgreSQL for stack leases of a non-postgres shared backend; "
+            "default: $INFERCRANE_LEASE_URL",
+        ),
         ("--passphrase-file", "default: $PULUMI_CONFIG_PASSPHRASE_FILE"),
         ("--pulumi-home", "default: $PULUMI_HOME, else ~/.pulumi"),
         ("--tools-bin", "dir holding `pulumi`; default: $INFERCRANE_TOOLS_BIN, else PATH"),

@@ -55,6 +55,20 @@ class ClusterUnavailableError(InferCraneError):
     retryable = True
 
 
+class BackendUnavailableError(InferCraneError):
+    """The state backend or the database holding stack leases could not be reached, or a run
+    lost its lease and was stopped; the same call succeeds once the backend is back."""
+
+    code = "backend-unavailable"
+    retryable = True
+
+
+class BackendRefusedError(InferCraneError):
+    """The backend refused us: wrong credentials, a missing database, no permission."""
+
+    code = "backend-refused"
+
+
 class StackBusyError(InferCraneError):
     """Another operation holds the stack; the same call succeeds once it has finished."""
 
@@ -92,6 +106,8 @@ ERRORS: Mapping[str, type[InferCraneError]] = {
         OwnershipError,
         RejectedError,
         ClusterUnavailableError,
+        BackendUnavailableError,
+        BackendRefusedError,
         StackBusyError,
         RunFailedError,
         DamagedStateError,
@@ -107,6 +123,8 @@ EXIT_CODES: Mapping[str, int] = {
     OwnershipError.code: EXIT_FAILED,
     RejectedError.code: EXIT_FAILED,
     ClusterUnavailableError.code: EXIT_UNAVAILABLE,
+    BackendUnavailableError.code: EXIT_UNAVAILABLE,
+    BackendRefusedError.code: EXIT_FAILED,
     StackBusyError.code: EXIT_BUSY,
     RunFailedError.code: EXIT_FAILED,
     DamagedStateError.code: EXIT_FAILED,

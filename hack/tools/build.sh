@@ -31,6 +31,7 @@ INFERCRANE_NODE_VERSION=v0.1.0   # our own node programs (infercrane-node/); als
 NODE_GO_TOOLCHAIN=go1.26.8       # infercrane-node only: its images' digests depend on the compiler
 CONTAINERD_VERSION=v2.4.2        # the real node's container runtime (runc comes from Debian)
 CNI_PLUGINS_VERSION=v1.10.0      # bridge, host-local, loopback for the real node's Pods
+VERSITYGW_VERSION=v1.8.0         # S3-compatible server (POSIX backend) for the shared-state tests
 
 # Module / package paths.
 ETCD_PKG=go.etcd.io/etcd/server/v3
@@ -46,13 +47,14 @@ KUBELET_VERSION=v0.${KUBE_VERSION#v1.}   # the device-plugin API of the Kubernet
 NODE_MOD=infercrane/hack/tools/infercrane-node
 CONTAINERD_MOD=github.com/containerd/containerd/v2
 CNI_PLUGINS_MOD=github.com/containernetworking/plugins
+VERSITYGW_MOD=github.com/versity/versitygw
 # Storage drivers the real node never uses, and which need cgo or kernel headers.
 CONTAINERD_TAGS="no_btrfs no_devmapper no_zfs"
 CNI_PLUGINS=(main/bridge ipam/host-local main/loopback)
 
 # Build order; each family is one wrapper module in hack/tools/<family>.
 FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint kube-score
-          containerd cni-plugins infercrane-node)
+          containerd cni-plugins infercrane-node versitygw)
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd "$TOOLS_DIR/../.." && pwd -P)
@@ -82,6 +84,7 @@ family_outputs() {
     infercrane-node) echo infercrane-standin infercrane-pause infercrane-gpu-device-plugin ;;
     containerd) echo containerd containerd-shim-runc-v2 ctr ;;
     cni-plugins) echo "${CNI_PLUGINS[@]##*/}" ;;
+    versitygw) echo versitygw ;;
   esac
 }
 
@@ -98,6 +101,7 @@ family_pins() {
     infercrane-node) echo "hack/tools/infercrane-node $INFERCRANE_NODE_VERSION on $KUBELET_MOD@$KUBELET_VERSION" ;;
     containerd) echo "$CONTAINERD_MOD@$CONTAINERD_VERSION tags=$CONTAINERD_TAGS" ;;
     cni-plugins) echo "$CNI_PLUGINS_MOD@$CNI_PLUGINS_VERSION plugins=${CNI_PLUGINS[*]}" ;;
+    versitygw) echo "$VERSITYGW_MOD@$VERSITYGW_VERSION" ;;
   esac
 }
 
@@ -141,6 +145,9 @@ family_xflags() {
       printf -- "-X %s/version.Version=%s" "$CONTAINERD_MOD" "$CONTAINERD_VERSION" ;;
     cni-plugins)
       printf -- "-X %s/pkg/utils/buildversion.BuildVersion=%s" "$CNI_PLUGINS_MOD" "$CNI_PLUGINS_VERSION" ;;
+    versitygw)
+      # What upstream's Makefile stamps as main.Version (Build and BuildTime stay unset).
+      printf -- "-X main.Version=%s" "$VERSITYGW_VERSION" ;;
   esac
 }
 
@@ -331,6 +338,12 @@ update_family() {
       cni-plugins)
         for plugin in "${CNI_PLUGINS[@]}"; do tools+=("$CNI_PLUGINS_MOD/plugins/$plugin@$CNI_PLUGINS_VERSION"); done
         go get -tool "${tools[@]}" ;;
+      versitygw)
+        gomod=$(mod_field "$VERSITYGW_MOD@$VERSITYGW_VERSION" GoMod)
+        while read -r old new; do
+          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
+        done < <(upstream_replaces "$gomod")
+        go get -tool "$VERSITYGW_MOD/cmd/versitygw@$VERSITYGW_VERSION" ;;
     esac
     go mod tidy
     cp go.mod go.sum "$TOOLS_DIR/$fam/"
@@ -482,6 +495,9 @@ build_family() {
         go_build "$fam" "$src" "$out/${plugin##*/}" "$CNI_PLUGINS_MOD/plugins/$plugin" "$LDBASE $x" \
           "$CNI_PLUGINS_MOD@$CNI_PLUGINS_VERSION" || return 1
       done ;;
+    versitygw)
+      check_pin "$fam" "$src" "$VERSITYGW_MOD" "$VERSITYGW_VERSION" || return 1
+      go_build "$fam" "$src" "$out/versitygw" "$VERSITYGW_MOD/cmd/versitygw" "$LDBASE $x" "$VERSITYGW_MOD@$VERSITYGW_VERSION" ;;
   esac
 }
 

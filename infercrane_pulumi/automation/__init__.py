@@ -5,7 +5,9 @@ The only importer of ``pulumi.automation``. ``NamespaceStack`` is the control pl
 desired intents in, per-key results out. ``run_stack_file`` drives a project's stack files, as
 the command line does. Both go through the one run path (``run.run``): one snapshot of the
 namespace for drift and ownership, the strict dry-run, the program's refusals decoded into
-typed errors, a busy stack reported as retryable, and recovery from a run that died.
+typed errors, a busy stack reported as retryable, and recovery from a run that died. On a
+shared backend (PostgreSQL, or S3 with a lease database) every run holds its stack's lease
+(``leases``), so several replicas on several hosts can run the same stacks.
 """
 
 from infercrane_pulumi.automation.environment import (

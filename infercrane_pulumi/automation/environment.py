@@ -1,6 +1,9 @@
 """Where a Pulumi run keeps its state, plugins and binaries; nothing comes from the shell.
 
 Any DIY backend URL passes through (``file://`` by default, ``s3://``, ``postgres://``, ...).
+A ``postgres://`` backend is also where its stacks' leases live (``leases``); another shared
+backend may name a PostgreSQL database for them. Passwords never stay in a URL: the engine reads
+them from the variables its backend driver knows (``backends``).
 ``resolve_environment`` is the one place where flags and the documented environment variables
 become a ``PulumiEnvironment`` (the command line's resolution).
 """
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from infercrane_pulumi.automation import backends
 from infercrane_pulumi.errors import ConfigError
 
 
@@ -25,7 +29,12 @@ class PulumiEnvironment:
     passphrase: str = field(repr=False)
     bin_dir: Path | None = None
     kubeconfig: Path | None = None
-    backend_url: str | None = None
+    backend_url: str | None = None  # never with a password in it
+    # What the backend's driver reads from the environment: PGPASSWORD, S3 keys.
+    backend_variables: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Where stack leases live: a postgres backend's own database, or one given for another
+    # shared backend. None (the file backend): no lease; host-local recovery (``recovery``).
+    lease_database: backends.Database | None = None
     # The engine rewrites the whole state after every step unless told not to: O(N^2) bytes
     # per run (at 100 intents, first up 3.3x and destroy 2.2x slower). Skipping them keeps
     # only the final state; a run killed midway leaves the previous state, and the next run
@@ -37,14 +46,32 @@ class PulumiEnvironment:
     def __post_init__(self) -> None:
         if (self.state_dir is None) == (self.backend_url is None):
             raise ValueError("give exactly one of state_dir (file backend) and backend_url")
+        if self.backend_url is not None and self.backend_url != backends.redact(self.backend_url):
+            raise ValueError("backend_url holds a password: use PulumiEnvironment.for_backend")
 
     @classmethod
-    def for_backend(cls, url: str, **fields: Any) -> PulumiEnvironment:
-        """The environment for a backend URL; ``file://`` URLs keep their directory local."""
+    def for_backend(
+        cls, url: str, *, lease_url: str | None = None, **fields: Any
+    ) -> PulumiEnvironment:
+        """The environment for a backend URL; ``file://`` URLs keep their directory local. A
+        ``postgres://`` URL's password moves to ``PGPASSWORD``, and its database holds the
+        stacks' leases unless ``lease_url`` names another (as it must for ``s3://``)."""
         parsed = urlparse(url)
+        lease = None if lease_url is None else backends.database(lease_url)
         if parsed.scheme == "file":
-            return cls(state_dir=Path(unquote(parsed.path)), **fields)
-        return cls(state_dir=None, backend_url=url, **fields)
+            return cls(state_dir=Path(unquote(parsed.path)), lease_database=lease, **fields)
+        if not backends.is_postgres(url):
+            return cls(state_dir=None, backend_url=url, lease_database=lease, **fields)
+        state = backends.database(url)
+        secret = {} if state.password is None else {"PGPASSWORD": state.password}
+        given = fields.pop("backend_variables", {})
+        return cls(
+            state_dir=None,
+            backend_url=state.url,
+            lease_database=lease or state,
+            backend_variables={**given, **secret},
+            **fields,
+        )
 
     @property
     def backend(self) -> str:
@@ -68,6 +95,7 @@ class PulumiEnvironment:
             # Use the installed, version-pinned plugin, never a same-named binary on PATH.
             "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
         }
+        variables.update(self.backend_variables)
         if self.skip_checkpoints:
             variables["PULUMI_SKIP_CHECKPOINTS"] = "true"
         if self.bin_dir is not None:
@@ -82,6 +110,7 @@ class EnvironmentFlags:
     """What a caller may give explicitly; each falls back to its environment variable."""
 
     backend_url: str | None = None  # $PULUMI_BACKEND_URL
+    lease_url: str | None = None  # $INFERCRANE_LEASE_URL (a postgres backend is its own)
     passphrase_file: str | None = None  # $PULUMI_CONFIG_PASSPHRASE_FILE, $PULUMI_CONFIG_PASSPHRASE
     pulumi_home: str | None = None  # $PULUMI_HOME, else ~/.pulumi
     tools_bin: str | None = None  # $INFERCRANE_TOOLS_BIN, else `pulumi` on PATH
@@ -112,6 +141,7 @@ def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> 
     home = flags.pulumi_home or environ.get("PULUMI_HOME")
     return PulumiEnvironment.for_backend(
         backend,
+        lease_url=flags.lease_url or environ.get("INFERCRANE_LEASE_URL"),
         pulumi_home=Path(home) if home else Path.home() / ".pulumi",
         passphrase=passphrase,
         bin_dir=Path(tools) if tools else None,

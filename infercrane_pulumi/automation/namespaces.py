@@ -5,13 +5,14 @@ the same typed models the stack files use, validates them all-or-nothing, writes
 stack's configuration through the Automation API (kubeconfig contents as a Pulumi secret) and
 runs the same program ``pulumi up`` runs, through the one run path (``run.run``). Results are
 per external key. Calls on one stack are serialized within this process; another process
-holding the stack makes a call raise ``StackBusyError`` (retryable), at once or after
-``wait_seconds``. Give each process its own ``workspace``: the stack file lives there, the
-state and the lock live in the backend.
+holding the stack (its Pulumi lock, or on a shared backend its lease: ``leases``) makes a call
+raise ``StackBusyError`` (retryable), at once or after ``wait_seconds``. Give each process its
+own ``workspace``: the stack file lives there, the state and the lock live in the backend.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,7 @@ from infercrane_pulumi.automation.run import (
     EventHandler,
     Operation,
     RunOptions,
+    exclusive,
     local_settings,
     run,
 )
@@ -72,14 +74,16 @@ class NamespaceStack:
 
     def remove(self, external_key: str) -> results.StackResult:
         """Delete one key's objects and keep every other applied intent (no-op if absent)."""
-        applied = stacks.applied(self.stack())
-        kept = [i for i in applied.intents if i.external_key != external_key]
-        return self._run("up", self.config(kept), applied)
+        with self._exclusive():  # no other replica's run lands between the read and ours
+            applied = stacks.applied(self.stack())
+            kept = [i for i in applied.intents if i.external_key != external_key]
+            return self._run("up", self.config(kept), applied)
 
     def destroy(self) -> results.StackResult:
         """Delete every object of the stack (the preflight still runs first)."""
-        applied = stacks.applied(self.stack())
-        return self._run("destroy", self.config(applied.intents), applied)
+        with self._exclusive():
+            applied = stacks.applied(self.stack())
+            return self._run("destroy", self.config(applied.intents), applied)
 
     def observe(self, external_key: str | None = None) -> list[observe.ReplicaObservation]:
         """The live state of every applied key (or one), read fresh from the cluster."""
@@ -110,6 +114,9 @@ class NamespaceStack:
                 self.stack_name, project_dir=self.workspace, env=self.env
             )
         return self._stack
+
+    def _exclusive(self) -> contextlib.AbstractContextManager[object]:
+        return exclusive(self.env, self.stack_name, self.wait_seconds)
 
     def _local_settings(self) -> KubernetesSettings:
         return local_settings(self.settings, self.env)

@@ -23,14 +23,21 @@ and never removes it). What a dead run left is recovered first; a busy stack rai
 ``StackBusyError`` at once or after ``wait_seconds``; a failure becomes the program's own
 refusal, else ``RunFailedError`` with the engine's error diagnostics (from its event stream,
 never its text), or ``ClusterUnavailableError`` when the API server cannot be reached.
+
+On a backend with stack leases (``leases``: PostgreSQL state, or another shared backend given
+a lease database) the whole run, from reading the applied intents to the engine's end, holds
+the stack's lease; a Pulumi lock found under it is stale and broken, and a run whose lease is
+lost is stopped and fails retryably (``BackendUnavailableError``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -38,12 +45,17 @@ from typing import Any, Literal
 from pulumi import automation as auto
 
 from infercrane_pulumi import preflighted, refusals, workloads
-from infercrane_pulumi.automation import eventlog, project, results, stacks, targets
+from infercrane_pulumi.automation import eventlog, leases, project, results, stacks, targets
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.automation.recovery import recover
+from infercrane_pulumi.automation.recovery import break_locks, recover
 from infercrane_pulumi.cluster import client, deletion, drift, preflight, unchanged
 from infercrane_pulumi.cluster.unchanged import Applied
-from infercrane_pulumi.errors import ClusterUnavailableError, RunFailedError, StackBusyError
+from infercrane_pulumi.errors import (
+    ClusterUnavailableError,
+    InferCraneError,
+    RunFailedError,
+    StackBusyError,
+)
 from infercrane_pulumi.intents import KubernetesSettings, StackConfig
 
 Operation = Literal["preview", "up", "destroy"]
@@ -107,21 +119,39 @@ def run(
             options.on_event(event)
 
     cluster = client.connect(local_settings(config.kubernetes, env))
-    with stacks.serialized(env, stack.name):
+    with exclusive(env, stack.name, options.wait_seconds) as lease:
         try:
             last_run = stacks.applied(stack) if applied is None else applied
-            # A verified no-op must not answer for a stack another operation is changing.
-            exclusive = not stacks.held_elsewhere(env, stack.name)
+            # A verified no-op must not answer for a stack another operation is changing
+            # (under a lease, none can be).
+            alone = not stacks.held_elsewhere(env, stack.name)
             plan = plan_run(
-                cluster, operation, config, last_run, refresh=options.refresh, exclusive=exclusive
+                cluster, operation, config, last_run, refresh=options.refresh, exclusive=alone
             )
             if plan.unchanged:
                 return results.unchanged(operation, stack.name, config, last_run)
             if plan.deletions:
                 deletion.delete_all(cluster, config.kubernetes, plan.deletions)
-            _engine(
-                stack, env, operation, plan, options, settings=config.kubernetes, on_event=record
-            )
+            if lease is None:
+                _engine(
+                    stack,
+                    env,
+                    operation,
+                    plan,
+                    options,
+                    settings=config.kubernetes,
+                    on_event=record,
+                )
+            else:
+                _leased_engine(
+                    stack,
+                    operation,
+                    plan,
+                    options,
+                    settings=config.kubernetes,
+                    on_event=record,
+                    lease=lease,
+                )
         except RunFailedError as failed:
             try:
                 cluster.version()
@@ -129,6 +159,17 @@ def run(
                 raise ClusterUnavailableError([*unreachable.problems, *failed.problems]) from failed
             raise
     return results.stack_result(operation, stack.name, config, events)
+
+
+@contextlib.contextmanager
+def exclusive(
+    env: PulumiEnvironment, stack_name: str, wait_seconds: float
+) -> Iterator[leases.Lease | None]:
+    """The stack to this caller alone, so that what it reads stays true until its run ends:
+    serialized within this process, and across replicas by the stack's lease when the backend
+    has one (``StackBusyError`` if not had within ``wait_seconds``). Re-entrant."""
+    with stacks.serialized(env, stack_name), leases.held(env, stack_name, wait_seconds) as lease:
+        yield lease
 
 
 def local_settings(settings: KubernetesSettings, env: PulumiEnvironment) -> KubernetesSettings:
@@ -205,6 +246,36 @@ def _engine(
             # Another process took the lock between our look and our start.
             if time.monotonic() >= deadline:
                 raise
+
+
+def _leased_engine(
+    stack: auto.Stack,
+    operation: Operation,
+    plan: Plan,
+    options: RunOptions,
+    *,
+    settings: KubernetesSettings,
+    on_event: EventHandler,
+    lease: leases.Lease,
+) -> None:
+    """The engine under the stack's lease: no live replica runs the stack, so a Pulumi lock
+    found now was left by a dead one and is broken (after the lease's fence). Every process
+    of the run carries the lease's marker: if the lease is lost they are stopped, and the run
+    fails retryably."""
+    marked = dataclasses.replace(plan, variables={**plan.variables, **lease.variables})
+    for last_try in (False, True):
+        lease.check()
+        try:
+            return _attempt(stack, operation, marked, options, settings=settings, on_event=on_event)
+        except StackBusyError:
+            if last_try:
+                raise
+            lease.fence()
+            with stacks.pulumi_errors(stack.name):
+                break_locks(stack, "the lock of a replica that no longer holds the lease")
+        except InferCraneError:
+            lease.check()  # a run that lost its lease (and was stopped) fails retryably
+            raise
 
 
 def _attempt(

@@ -22,7 +22,13 @@ from pulumi import automation as auto
 from infercrane_pulumi.automation import project, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.results import StackResult
-from infercrane_pulumi.automation.run import DEFAULT_OPTIONS, Operation, RunOptions, run
+from infercrane_pulumi.automation.run import (
+    DEFAULT_OPTIONS,
+    Operation,
+    RunOptions,
+    exclusive,
+    run,
+)
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
@@ -64,19 +70,20 @@ def run_stack_file(
         copy = stack_file(workspace, name)
         copy.write_text(text, encoding="utf-8")
         stack = stacks.open_stack(name, project_dir=workspace, env=env)
-        if isinstance(document["config"][KUBERNETES_KEY].get("kubeconfig"), dict):
-            # Encrypted contents: this process reads the cluster with them too, as the
-            # program will (and so the program knows its preflight has run).
-            config = _with_kubeconfig(stack, document, config)
-        applied = stacks.applied(stack)
-        if remove_key is not None:
-            kept = [i for i in applied.intents if i.external_key != remove_key]
-            document["config"][REPLICAS_KEY] = [
-                i.model_dump(mode="json", by_alias=True) for i in kept
-            ]
-            copy.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-            config = config.model_copy(update={"replicas": tuple(kept)})
-        return run(stack, env, operation, config, applied=applied, options=options)
+        with exclusive(env, name, options.wait_seconds):  # what it reads stays true
+            if isinstance(document["config"][KUBERNETES_KEY].get("kubeconfig"), dict):
+                # Encrypted contents: this process reads the cluster with them too, as the
+                # program will (and so the program knows its preflight has run).
+                config = _with_kubeconfig(stack, document, config)
+            applied = stacks.applied(stack)
+            if remove_key is not None:
+                kept = [i for i in applied.intents if i.external_key != remove_key]
+                document["config"][REPLICAS_KEY] = [
+                    i.model_dump(mode="json", by_alias=True) for i in kept
+                ]
+                copy.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+                config = config.model_copy(update={"replicas": tuple(kept)})
+            return run(stack, env, operation, config, applied=applied, options=options)
 
 
 def _with_kubeconfig(stack: auto.Stack, document: Any, config: StackConfig) -> StackConfig:

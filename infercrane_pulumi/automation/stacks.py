@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
+from infercrane_pulumi.automation import backends, leases
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.locks import stack_locks
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
@@ -53,6 +54,8 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
     """Create or select stack ``name`` of the project in ``project_dir`` on ``env``'s backend."""
     if env.state_dir is not None:
         env.state_dir.mkdir(parents=True, exist_ok=True)
+    if env.lease_database is not None:  # a bad URL or password fails here, typed, in one line
+        leases.probe(env.lease_database, state=backends.is_postgres(env.backend))
     command = None
     if env.bin_dir is not None:
         command = auto.PulumiCommand(root=str(env.bin_dir.parent))
@@ -60,7 +63,16 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
         work_dir=str(project_dir), env_vars=env.variables(), pulumi_command=command
     )
     with pulumi_errors(name):
-        return auto.create_or_select_stack(name, work_dir=str(project_dir), opts=options)
+        try:
+            return auto.create_or_select_stack(name, work_dir=str(project_dir), opts=options)
+        except auto.errors.CommandError as racing:
+            # Pulumi's look-then-create is not atomic: on a shared backend another replica may
+            # create the stack in between (ours then fails: exists, locked, or worse). If the
+            # stack exists now, it is the one we wanted.
+            try:
+                return auto.select_stack(name, work_dir=str(project_dir), opts=options)
+            except auto.errors.StackNotFoundError:
+                raise racing from None
 
 
 def serialized(env: PulumiEnvironment, stack_name: str) -> threading.RLock:

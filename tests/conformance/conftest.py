@@ -10,18 +10,28 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from infercrane_dev.statestores import postgres, s3
+from infercrane_dev.statestores.postgres import PostgresServer
+from infercrane_dev.statestores.s3 import S3Server
 from infercrane_pulumi import automation
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
 from infercrane_pulumi.intents import WorkloadApiName
 from tests.conformance.backends import Backend, Tenant, connect, open_backend
 from tests.conformance.gpus import GpuSupply, Pools
-from tests.conformance.harness import ENGINE_BINARIES, ROOT, Harness, require_toolchain, show
+from tests.conformance.harness import (
+    ENGINE_BINARIES,
+    ROOT,
+    Harness,
+    require_toolchain,
+    show,
+    unavailable,
+)
 from tests.conformance.identity import KubeconfigError
 from tests.conformance.ledger import RunLedger
 from tests.conformance.preflight import PreflightError
@@ -170,3 +180,39 @@ def gpu(backend: Backend) -> Iterator[GpuSupply]:
     """Schedulable GPU nodes: made locally, found (or skipped for) on an existing cluster."""
     with backend.gpu_supply() as supply:
         yield supply
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The session's throwaway PostgreSQL (shared state and leases), removed at the end."""
+    try:
+        server = postgres.create()
+    except postgres.PostgresUnavailable as missing:
+        unavailable(str(missing))
+    try:
+        yield server.start()
+    finally:
+        server.remove()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """The session's throwaway S3 server (versitygw over a private directory)."""
+    require_toolchain(("versitygw",))
+    with s3.running() as server:
+        yield server
+
+
+@pytest.fixture
+def tenants(backend: Backend, tmp_path: Path) -> Iterator[Callable[[int], list[Tenant]]]:
+    """More namespaces for one test, each with its own provider identity; removed after it."""
+    made: list[Tenant] = []
+
+    def make(count: int) -> list[Tenant]:
+        batch = [backend.tenant(tmp_path / f"tenant-{len(made) + i}") for i in range(count)]
+        made.extend(batch)
+        return batch
+
+    yield make
+    for tenant in made:
+        backend.ledger.delete_namespace(tenant.namespace)

@@ -1,6 +1,7 @@
-"""A loopback TCP proxy in front of the API server that a test can cut and restore, to make
-the API server "go away" in the middle of a run without touching the cluster itself (which may
-be anyone's: the proxy only forwards bytes, TLS stays end to end)."""
+"""A loopback TCP proxy in front of a server (the API server, a database) that a test can cut
+and restore, to make the server "go away" in the middle of a run without touching it (it may
+be anyone's: the proxy only forwards bytes, TLS stays end to end), or freeze, to make it fall
+silent with every connection still open, as behind a partition."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import selectors
 import socket
 import struct
 import threading
+import time
 
 from infercrane_dev.localcluster.ports import LOOPBACK
 
@@ -19,6 +21,7 @@ class CuttableProxy:
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._frozen = threading.Event()
         self.port = 0
 
     def start(self) -> CuttableProxy:
@@ -45,6 +48,10 @@ class CuttableProxy:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 sock.close()
 
+    def freeze(self) -> None:
+        """Forward nothing more, either way, and close nothing: both ends wait in silence."""
+        self._frozen.set()
+
     def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
@@ -67,6 +74,11 @@ class CuttableProxy:
                 selector.register(sock, selectors.EVENT_READ)
             try:
                 while True:
+                    if self._frozen.is_set():
+                        if a.fileno() < 0:  # cut while frozen
+                            return
+                        time.sleep(0.2)
+                        continue
                     for key, _ in selector.select(timeout=1):
                         data = key.fileobj.recv(65536)  # type: ignore[union-attr]
                         if not data:

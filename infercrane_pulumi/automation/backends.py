@@ -1,0 +1,111 @@
+"""Backend URLs as values: which DIY backend a URL names, the URL Pulumi may see, the secret it
+must not, and a form fit for messages.
+
+A PostgreSQL URL's password never travels inside the URL past this module: ``database`` moves it
+out, the engine gets it as ``PGPASSWORD`` (its driver reads that variable) and the lease gives it
+to the client library as a parameter, so no command line, log line, error or state file can hold
+it. ``redact`` is for any URL a message might show. Pure: no I/O, no client library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+from infercrane_pulumi.errors import ConfigError
+
+POSTGRES_SCHEME = "postgres"  # the only spelling Pulumi's DIY registry serves
+DEFAULT_TABLE = "pulumi_state"  # Pulumi's own default for the ``table`` parameter
+REDACTED = "***"
+# Pulumi interpolates ``table`` into its SQL: only (schema-qualified) identifiers pass.
+_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
+
+
+@dataclass(frozen=True)
+class Database:
+    """A PostgreSQL database named by a ``postgres://`` URL, its password kept apart."""
+
+    url: str  # without its password; Pulumi's own ``table`` parameter kept
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def table(self) -> str:
+        return dict(parse_qsl(urlsplit(self.url).query)).get("table", DEFAULT_TABLE)
+
+    @property
+    def conninfo(self) -> str:
+        """The URL for a libpq client: Pulumi's ``table`` parameter is not libpq's."""
+        parts = urlsplit(self.url)
+        query = [(k, v) for k, v in parse_qsl(parts.query) if k != "table"]
+        return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def database(url: str) -> Database:
+    """The database a ``postgres://`` URL names; ``ConfigError`` (never quoting the password)
+    when the URL is not one Pulumi and libpq would both accept."""
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ConfigError(f"backend URL {shown}: not a valid URL (host or port)") from None
+    problems = []
+    if parts.scheme != POSTGRES_SCHEME:
+        problems.append(f"backend URL {shown}: the scheme must be {POSTGRES_SCHEME}://")
+    query = dict(parse_qsl(parts.query))
+    if not (parts.hostname or query.get("host")):
+        problems.append(f"backend URL {shown}: no host")
+    if port == 0:
+        problems.append(f"backend URL {shown}: port 0")
+    if not parts.path.strip("/"):
+        problems.append(f"backend URL {shown}: no database (postgres://user@host/<database>)")
+    if not _TABLE.fullmatch(query.get("table", DEFAULT_TABLE)):
+        problems.append(f"backend URL {shown}: table must be an SQL identifier")
+    if problems:
+        raise ConfigError(problems)
+    return Database(
+        url=urlunsplit(parts._replace(netloc=_netloc(parts, None))),
+        password=None if parts.password is None else unquote(parts.password),
+    )
+
+
+def is_postgres(url: str) -> bool:
+    return urlsplit(url).scheme == POSTGRES_SCHEME
+
+
+def redact(url: str) -> str:
+    """``url`` with any password replaced, for messages; unparsable URLs show their scheme only."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        return urlunsplit(parts._replace(netloc=_netloc(parts, REDACTED)))
+    except ValueError:
+        return url.split(":", 1)[0] + "://" + REDACTED
+
+
+def lease_key(backend: str, stack_name: str) -> int:
+    """The advisory-lock key of one stack of one backend: a signed 64-bit integer.
+
+    A PostgreSQL backend's leases live in its own database, so its identity is its table: two
+    replicas that spell the host differently still meet on one key. Any other backend is named
+    by its URL without query (the bucket and its prefix), its leases living in the lease
+    database the replicas share."""
+    parts = urlsplit(backend)
+    if parts.scheme == POSTGRES_SCHEME:
+        identity = f"{POSTGRES_SCHEME}:{Database(backend).table}"
+    else:
+        identity = urlunsplit(parts._replace(netloc=_netloc(parts, None), query="", fragment=""))
+    digest = hashlib.sha256(f"{identity}\0{stack_name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _netloc(parts: SplitResult, password: str | None) -> str:
+    """The URL's user and host (its user exactly as written), with ``password`` if given."""
+    userinfo, _, host = parts.netloc.rpartition("@")
+    if not userinfo:
+        return host
+    user = userinfo.split(":", 1)[0]
+    return f"{user}:{password}@{host}" if password is not None else f"{user}@{host}"

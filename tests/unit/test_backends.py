@@ -1,0 +1,129 @@
+"""Backend URLs as values: the password kept out of every URL the engine, a log or an error
+sees; malformed URLs refused in one line each; one lease key per backend and stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infercrane_pulumi.automation import PulumiEnvironment, backends
+from infercrane_pulumi.errors import ConfigError
+
+SECRET = "s3cr:t@/x"  # characters a URL must escape
+URL = "postgres://infercrane:s3cr%3At%40%2Fx@db.internal:5432/control?sslmode=require"
+
+
+def test_a_database_url_keeps_its_password_apart() -> None:
+    database = backends.database(URL)
+    assert database == backends.Database(
+        url="postgres://infercrane@db.internal:5432/control?sslmode=require", password=SECRET
+    )
+    assert SECRET not in repr(database)
+    assert database.table == "pulumi_state"
+    assert database.conninfo == database.url
+
+
+def test_pulumis_table_parameter_is_not_given_to_libpq() -> None:
+    database = backends.database("postgres://u@h/db?table=infra.state&sslmode=disable")
+    assert (database.table, database.conninfo) == (
+        "infra.state",
+        "postgres://u@h/db?sslmode=disable",
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "problems"),
+    [
+        (
+            "postgresql://u:pw@h/db",
+            ["backend URL postgresql://u:***@h/db: the scheme must be postgres://"],
+        ),
+        (
+            "postgres://u:pw@h:99999/db",
+            ["backend URL postgres://u:***@h:99999/db: not a valid URL (host or port)"],
+        ),
+        ("postgres://u:pw@/db", ["backend URL postgres://u:***@/db: no host"]),
+        (
+            "postgres://u:pw@h/",
+            ["backend URL postgres://u:***@h/: no database (postgres://user@host/<database>)"],
+        ),
+        (
+            "postgres://u:pw@h/db?table=x;drop",
+            ["backend URL postgres://u:***@h/db?table=x;drop: table must be an SQL identifier"],
+        ),
+    ],
+)
+def test_a_malformed_database_url_is_refused_without_its_password(
+    url: str, problems: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        backends.database(url)
+    assert list(refused.value.problems) == problems
+
+
+def test_a_unix_socket_url_names_its_host_as_a_parameter() -> None:
+    assert backends.database("postgres://u@/db?host=/run/postgresql").password is None
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (URL, "postgres://infercrane:***@db.internal:5432/control?sslmode=require"),
+        ("s3://bucket/prefix?region=eu-west-1", "s3://bucket/prefix?region=eu-west-1"),
+        ("file:///var/state", "file:///var/state"),
+    ],
+)
+def test_redact(url: str, shown: str) -> None:
+    assert backends.redact(url) == shown
+
+
+def test_one_lease_key_per_backend_and_stack_whatever_the_host_spelling() -> None:
+    key = backends.lease_key("postgres://u@db.internal/control", "team-a")
+    assert key == backends.lease_key("postgres://u@10.0.0.5:5432/control?sslmode=require", "team-a")
+    assert key != backends.lease_key("postgres://u@db.internal/control", "team-b")
+    assert key != backends.lease_key("postgres://u@db.internal/control?table=other", "team-a")
+    s3 = backends.lease_key("s3://bucket/prefix?endpoint=http://a", "team-a")
+    assert s3 == backends.lease_key("s3://bucket/prefix?endpoint=http://b", "team-a")
+    assert s3 != backends.lease_key("s3://bucket/other", "team-a")
+    assert -(2**63) <= key < 2**63
+
+
+def test_a_postgres_environment_gives_the_engine_its_password_as_a_variable(
+    tmp_path: Path,
+) -> None:
+    env = PulumiEnvironment.for_backend(URL, pulumi_home=tmp_path, passphrase="p")
+    variables = env.variables()
+    assert variables["PULUMI_BACKEND_URL"] == backends.database(URL).url
+    assert variables["PGPASSWORD"] == SECRET
+    assert env.lease_database == backends.database(URL)
+    assert SECRET not in repr(env) and "s3cr" not in variables["PULUMI_BACKEND_URL"]
+
+
+def test_the_urls_password_joins_the_backend_variables_given(tmp_path: Path) -> None:
+    env = PulumiEnvironment.for_backend(
+        URL, pulumi_home=tmp_path, passphrase="p", backend_variables={"PGSSLMODE": "require"}
+    )
+    assert env.backend_variables == {"PGSSLMODE": "require", "PGPASSWORD": SECRET}
+
+
+def test_other_shared_backends_take_their_lease_database_apart(tmp_path: Path) -> None:
+    env = PulumiEnvironment.for_backend(
+        "s3://state?region=us-east-1", lease_url=URL, pulumi_home=tmp_path, passphrase="p"
+    )
+    assert (env.backend, env.lease_database) == (
+        "s3://state?region=us-east-1",
+        backends.database(URL),
+    )
+    assert "PGPASSWORD" not in env.variables()  # the engine never talks to the lease database
+    assert (
+        PulumiEnvironment.for_backend(
+            tmp_path.as_uri(), pulumi_home=tmp_path, passphrase="p"
+        ).lease_database
+        is None
+    )
+
+
+def test_a_password_in_a_backend_url_given_directly_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="holds a password"):
+        PulumiEnvironment(state_dir=None, backend_url=URL, pulumi_home=tmp_path, passphrase="p")
