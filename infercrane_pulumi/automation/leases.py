@@ -16,7 +16,9 @@ The failure model (README, "State, locks, concurrency"):
 - the holder lives but its connection drops (database restart, network cut, the session
   terminated): a heartbeat every ``HEARTBEAT_SECONDS`` fails, or goes unanswered for
   ``CLIENT_TIMEOUT_MS``, and the holder kills its run's processes (``fencing``) and reports
-  ``BackendUnavailableError`` (retryable): the run never goes on writing unguarded;
+  ``BackendUnavailableError`` (retryable): the run never goes on writing unguarded; the
+  lease is asked again when the engine ends, so a loss the heartbeat had not seen yet fails
+  the run the same way;
 - the holder is partitioned from the database but alive: the same heartbeat stops its run
   after at most ``HEARTBEAT_SECONDS + CLIENT_TIMEOUT_MS``, while the server keeps the lease
   until its keepalives (``SERVER_KEEPALIVES``) give the session up, about 10 s after the

@@ -266,16 +266,22 @@ def _leased_engine(
     for last_try in (False, True):
         lease.check()
         try:
-            return _attempt(stack, operation, marked, options, settings=settings, on_event=on_event)
+            _attempt(stack, operation, marked, options, settings=settings, on_event=on_event)
         except StackBusyError:
             if last_try:
                 raise
             lease.fence()
             with stacks.pulumi_errors(stack.name):
                 break_locks(stack, "the lock of a replica that no longer holds the lease")
+            continue
         except InferCraneError:
             lease.check()  # a run that lost its lease (and was stopped) fails retryably
             raise
+        # Lost while the engine ran, and the engine finished before a heartbeat saw it: the
+        # run was not guarded to its end, so it fails retryably like one stopped earlier
+        # (the retry finds the work done).
+        lease.check()
+        return
 
 
 def _attempt(

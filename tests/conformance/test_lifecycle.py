@@ -221,7 +221,8 @@ def test_lost_pulumi_state_converges_by_taking_back_exactly_ours(
 
 
 def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> None:
-    keys = [f"killed-r{i}" for i in range(4)]
+    # Enough keys that the run is still writing when its first object shows.
+    keys = [f"killed-r{i}" for i in range(12)]
     harness.configure([replica(k) for k in keys])
     harness.stack()  # create the stack before the raw CLI run
     # A private TMPDIR, as the drivers give every run: the provider copies the kubeconfig into
@@ -245,17 +246,21 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    helpers: set[int] = set()  # plugins: language host, program, provider
+
+    def first_object() -> bool:
+        # Read before the objects: a process seen here ran while the run was writing.
+        helpers.update(descendants(process.pid))
+        return bool(harness.owned(kinds.DEPLOYMENT) or harness.owned(kinds.SERVICE))
+
     try:
-        wait_for(
-            lambda: harness.owned(kinds.DEPLOYMENT) or harness.owned(kinds.SERVICE),
-            timeout=120,
-            what="the first object of the killed run",
-        )
-        helpers = descendants(process.pid)  # plugins: language host, program, provider
+        wait_for(first_object, timeout=120, what="the first object of the killed run")
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
     assert helpers
+    # Killed mid-run, not after it: the run's lock is still there for the next run to break.
+    assert automation.stack_locks(harness.env.state_dir, harness.stack_name) != []
     wait_for(
         lambda: not any(is_alive(pid) for pid in helpers),
         timeout=30,
