@@ -55,17 +55,33 @@ def test_ensure_observe_change_remove_and_destroy_per_key(harness: Harness, tmp_
     assert [r.change for r in again.replicas] == ["same", "same"]
     assert harness.resource_versions() == before
 
+    def state_names() -> list[str]:
+        """Every component and object the engine's state holds, by resource name."""
+        deployment = stack.stack().export_stack().deployment or {}
+        urns = [r["urn"] for r in deployment["resources"] if naming.REPLICA_TYPE in r["urn"]]
+        return sorted(urn.rpartition("::")[2] for urn in urns)
+
+    def names_of(*keys: str) -> list[str]:
+        children = [naming.child_name(key, k) for key in keys for k in ("Deployment", "Service")]
+        return sorted([*map(naming.object_name, keys), *children])
+
+    held = state_names()
+    assert held == names_of("cp-a", "cp-b")
+    # cp-a is verified unchanged: the run targets cp-b only, and the engine keeps cp-a's
+    # resources as they were (a run that forgot them would orphan them).
     changed = stack.ensure([a, intent("cp-b", modelRevision="r2")])
     assert [(r.external_key, r.change) for r in changed.replicas] == [
         ("cp-a", "same"),
         ("cp-b", "update"),
     ]
+    assert state_names() == held
 
     removed = stack.remove("cp-a")
     assert [(r.external_key, r.change) for r in removed.replicas] == [
         ("cp-b", "same"),
         ("cp-a", "delete"),
     ]
+    assert state_names() == names_of("cp-b")
     [gone] = stack.observe("cp-a")
     assert (gone.state, gone.objects) == ("absent", ())
     assert stack.remove("cp-a").replica("cp-a") is None  # removing again is no error
