@@ -1,8 +1,11 @@
 """The thin Pulumi layer: one explicit provider per stack, one component per replica intent.
 
-Objects come verbatim from the workload-API table; each is registered under the Pulumi type
-token its kind names, as ``<component>-<kind>``. This module decides nothing about the objects
-and never reads the cluster.
+Objects come verbatim from the workload-API table, marked with the identity of the stack that
+applies them; each is registered under the Pulumi type token its kind names, as
+``<component>-<kind>``, with ``retainOnDelete``: the engine deletes by name, so it never
+deletes an object of ours; the ownership rule deletes them, each by its checked uid
+(``cluster.deletion``), and the engine only forgets. This module decides nothing about the
+objects and never reads the cluster.
 """
 
 from __future__ import annotations
@@ -47,12 +50,13 @@ class ReplicaComponent(pulumi.ComponentResource):
         settings: KubernetesSettings,
         intent: ReplicaIntent,
         provider: k8s.Provider,
+        stack: str,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         name = naming.object_name(intent.external_key)
         super().__init__(naming.REPLICA_TYPE, name, None, opts)
-        child_opts = pulumi.ResourceOptions(parent=self, provider=provider)
-        desired = workloads.replica_objects(settings, intent)
+        child_opts = pulumi.ResourceOptions(parent=self, provider=provider, retain_on_delete=True)
+        desired = workloads.replica_objects(settings, intent, stack=stack)
         self.children = [
             pulumi.CustomResource(
                 KINDS[obj["kind"]].pulumi_type,

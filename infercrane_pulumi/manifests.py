@@ -39,12 +39,19 @@ APPLY_ANNOTATIONS = {
 
 
 def metadata(
-    settings: KubernetesSettings, intent: ReplicaIntent, extra_annotations: Mapping[str, str]
+    settings: KubernetesSettings,
+    intent: ReplicaIntent,
+    extra_annotations: Mapping[str, str],
+    *,
+    stack: str | None = None,
 ) -> Manifest:
+    """The object's metadata; ``stack``: the identity of the stack applying it (none when only
+    rendered for a reader)."""
+    stack_label = {} if stack is None else {naming.LABEL_STACK: stack}
     return {
         "name": naming.object_name(intent.external_key),
         "namespace": settings.namespace,
-        "labels": naming.labels(intent.external_key),
+        "labels": naming.labels(intent.external_key) | stack_label,
         "annotations": naming.object_annotations(settings, intent)
         | dict(extra_annotations)
         | APPLY_ANNOTATIONS,

@@ -23,6 +23,7 @@ LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_KEY_HASH = "infercrane.dev/external-key-hash"
+LABEL_STACK = "infercrane.dev/stack-hash"
 ANNOTATION_EXTERNAL_KEY = "infercrane.dev/external-key"
 ANNOTATION_CONTRACT = "infercrane.dev/provider-contract"
 ANNOTATION_INTENT_HASH = "infercrane.dev/intent-hash"
@@ -66,6 +67,15 @@ def labels(external_key: str) -> dict[str, str]:
         LABEL_MANAGED_BY: MANAGED_BY,
         LABEL_KEY_HASH: key_hash(external_key),
     }
+
+
+def stack_identity(project: str, stack: str) -> str:
+    """The mark every applied object carries of the stack that applies it, so the next run of
+    that stack, from any process, finds what a run that died created (``cluster.leftovers``).
+    A program run by hand knows only its project and stack names, never its backend, so those
+    two are the identity; two backends' stacks of one name on one namespace are one stack
+    here (they would fight over the same key-derived names anyway)."""
+    return key_hash(f"{project}/{stack}")
 
 
 def selector(external_key: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pulumi
 
-from infercrane_pulumi import preflighted, refusals
+from infercrane_pulumi import naming, preflighted, refusals
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
 from infercrane_pulumi.errors import ConfigError, InferCraneError
 from infercrane_pulumi.intents import (
@@ -62,9 +62,10 @@ def build_program(preflight: Preflight) -> Callable[[], None]:
             refusals.report(error)
             raise pulumi.RunError(describe(error)) from error
         provider = stack_provider(config.kubernetes)
+        stack = stack_identity()
         replicas = {
             intent.external_key: ReplicaComponent(
-                settings=config.kubernetes, intent=intent, provider=provider
+                settings=config.kubernetes, intent=intent, provider=provider, stack=stack
             ).outputs()
             for intent in config.replicas
         }
@@ -89,14 +90,25 @@ def load_host_config(environ: Mapping[str, str] = os.environ) -> None:
 
 
 def preflight_unless_done(config: StackConfig, environ: Mapping[str, str] = os.environ) -> None:
-    """The preflight against the configured cluster, unless there is nothing to check (zero
-    intents) or the driver that started this program checked exactly this configuration."""
-    if not config.replicas or preflighted.done_for(config, environ):
+    """The ownership rule against the configured cluster (``cluster.ownership``), unless the
+    driver that started this program ran it for exactly this configuration; an update (not a
+    preview) also deletes what the stack no longer holds. A stack emptied of intents is
+    checked too: it still deletes what it applied."""
+    if preflighted.done_for(config, environ):
         return
     # Only here: the Kubernetes client is a second of this process's start.
-    from infercrane_pulumi.cluster import client, preflight
+    from infercrane_pulumi.cluster import client, ownership
 
-    preflight.check_before_apply(client.connect(config.kubernetes), config)
+    ownership.guard(
+        client.connect(config.kubernetes),
+        config,
+        stack=stack_identity(),
+        deleting=not pulumi.runtime.is_dry_run(),
+    )
+
+
+def stack_identity() -> str:
+    return naming.stack_identity(pulumi.get_project(), pulumi.get_stack())
 
 
 def main() -> None:

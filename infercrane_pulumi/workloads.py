@@ -44,10 +44,17 @@ class WorkloadApi:
     def workload_kind(self) -> Kind:
         return self.kinds[0]
 
-    def objects(self, settings: KubernetesSettings, intent: ReplicaIntent) -> list[Manifest]:
-        """The exact objects of one intent, in ``kinds`` order (a fresh metadata per object)."""
+    def objects(
+        self, settings: KubernetesSettings, intent: ReplicaIntent, *, stack: str | None = None
+    ) -> list[Manifest]:
+        """The exact objects of one intent, in ``kinds`` order (a fresh metadata per object);
+        ``stack``: the identity of the stack applying them."""
         return [
-            build(settings, intent, manifests.metadata(settings, intent, self.annotations))
+            build(
+                settings,
+                intent,
+                manifests.metadata(settings, intent, self.annotations, stack=stack),
+            )
             for build in self.builders
         ]
 
@@ -90,17 +97,22 @@ def workload_api(settings: KubernetesSettings) -> WorkloadApi:
     return WORKLOAD_APIS[settings.workload_api]
 
 
-def replica_objects(settings: KubernetesSettings, intent: ReplicaIntent) -> list[Manifest]:
-    return workload_api(settings).objects(settings, intent)
+def replica_objects(
+    settings: KubernetesSettings, intent: ReplicaIntent, *, stack: str | None = None
+) -> list[Manifest]:
+    return workload_api(settings).objects(settings, intent, stack=stack)
 
 
 def endpoint(settings: KubernetesSettings, intent: ReplicaIntent) -> str:
     return workload_api(settings).endpoint(settings, intent)
 
 
-def stack_objects(config: StackConfig) -> list[Manifest]:
-    """Every object of the stack, sorted by name then kind (the order ``render`` prints)."""
+def stack_objects(config: StackConfig, *, stack: str | None = None) -> list[Manifest]:
+    """Every object of the stack, sorted by name then kind (the order ``render`` prints);
+    ``stack``: the identity of the stack applying them (``naming.stack_identity``)."""
     objects = [
-        obj for intent in config.replicas for obj in replica_objects(config.kubernetes, intent)
+        obj
+        for intent in config.replicas
+        for obj in replica_objects(config.kubernetes, intent, stack=stack)
     ]
     return sorted(objects, key=lambda obj: (obj["metadata"]["name"], obj["kind"]))

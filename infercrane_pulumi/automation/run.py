@@ -44,11 +44,11 @@ from typing import Any, Literal
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import preflighted, refusals, workloads
+from infercrane_pulumi import naming, preflighted, refusals
 from infercrane_pulumi.automation import eventlog, leases, project, results, stacks, targets
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.recovery import break_locks, recover
-from infercrane_pulumi.cluster import client, deletion, drift, preflight, unchanged
+from infercrane_pulumi.cluster import client, deletion, drift, ownership, preflight, unchanged
 from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
@@ -59,7 +59,6 @@ from infercrane_pulumi.errors import (
 from infercrane_pulumi.intents import KubernetesSettings, StackConfig
 
 Operation = Literal["preview", "up", "destroy"]
-OPERATIONS: tuple[Operation, ...] = ("preview", "up", "destroy")
 Printer = Callable[[str], Any]
 EventHandler = Callable[[auto.EngineEvent], Any]
 MAX_PROBLEMS = 10
@@ -126,12 +125,17 @@ def run(
             # (under a lease, none can be).
             alone = not stacks.held_elsewhere(env, stack.name)
             plan = plan_run(
-                cluster, operation, config, last_run, refresh=options.refresh, exclusive=alone
+                cluster,
+                operation,
+                config,
+                last_run,
+                stack=naming.stack_identity(project.PROJECT_NAME, stack.name),
+                refresh=options.refresh,
+                exclusive=alone,
             )
+            deletion.delete_all(cluster, config.kubernetes, plan.deletions)
             if plan.unchanged:
                 return results.unchanged(operation, stack.name, config, last_run)
-            if plan.deletions:
-                deletion.delete_all(cluster, config.kubernetes, plan.deletions)
             if lease is None:
                 _engine(
                     stack,
@@ -185,43 +189,52 @@ def plan_run(
     config: StackConfig,
     applied: Applied,
     *,
+    stack: str,
     refresh: bool,
     exclusive: bool = True,
 ) -> Plan:
     """The decisions before the engine starts, over one snapshot of the namespace.
-    ``exclusive``: no other operation holds the stack, so a verified no-op may skip the engine."""
+    ``stack``: the stack's identity (``naming.stack_identity``); ``exclusive``: no other
+    operation holds the stack, so a verified no-op may skip the engine and what the stack no
+    longer holds may be deleted (another operation's run may be applying it)."""
     last = config.model_copy(update={"replicas": applied.intents})
-    if not (config.replicas or last.replicas):
-        return Plan((REFRESH,) * (refresh and operation != "destroy"), {})
     live = preflight.snapshot(cluster, config.kubernetes)
     if operation == "destroy":
-        objects = workloads.stack_objects(last)
-        preflight.check_ownership(live, applied=(), deleted=objects)
-        # Not while another operation holds the stack: its run may be applying them.
-        return Plan((), {}, deletions=tuple(deletion.doomed(objects, live)) if exclusive else ())
+        nothing = config.model_copy(update={"replicas": ()})
+        doomed = ownership.check_run(
+            cluster, live, desired=nothing, work=nothing, stack=stack, recorded=last
+        )
+        return Plan((), {}, deletions=tuple(doomed) if exclusive else ())
     desired_keys = {intent.external_key for intent in config.replicas}
     verified = (
-        unchanged.verified_keys(config, applied, live) if exclusive and not refresh else set()
+        unchanged.verified_keys(config, applied, live, stack=stack)
+        if exclusive and not refresh
+        else set()
     )
-    if verified == desired_keys == {i.external_key for i in last.replicas}:
-        return Plan((), {}, unchanged=True)
     # Only what is not verified unchanged is checked and worked on.
     work = config.model_copy(
         update={"replicas": tuple(i for i in config.replicas if i.external_key not in verified)}
     )
-    desired = workloads.stack_objects(work)
-    removed = [i for i in last.replicas if i.external_key not in desired_keys]
-    gone = workloads.stack_objects(last.model_copy(update={"replicas": tuple(removed)}))
-    preflight.check_ownership(live, applied=desired, deleted=gone)
-    preflight.check_dry_run(cluster, desired)
-    drifted = bool(drift.drift(last, live))
-    worked_on = frozenset(
-        {*(i.external_key for i in work.replicas), *(i.external_key for i in removed)}
+    doomed = ownership.check_run(
+        cluster, live, desired=config, work=work, stack=stack, recorded=last
     )
+    deletions = tuple(doomed) if exclusive and operation == "up" else ()
+    if verified == desired_keys == {i.external_key for i in last.replicas}:
+        # What a run that died left is deleted without the engine: the state never held it.
+        return Plan((), {}, unchanged=True, deletions=deletions)
+    removed = {i.external_key for i in last.replicas} - desired_keys
+    refreshing = refresh or bool(drift.drift(last, live))
+    # A refresh drops from the state what is gone (what was deleted out of band, or by this
+    # run before the engine starts): such a resource cannot be targeted, so a refreshing run
+    # works on every key.
+    targeted = verified and not refreshing
     return Plan(
-        (REFRESH,) * (refresh or drifted),
+        (REFRESH,) * refreshing,
         {preflighted.PREFLIGHTED_ENV: preflighted.digest(config)},
-        targets=worked_on if verified else None,
+        targets=frozenset({*(i.external_key for i in work.replicas), *removed})
+        if targeted
+        else None,
+        deletions=deletions,
     )
 
 

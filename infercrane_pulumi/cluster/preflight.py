@@ -5,9 +5,8 @@ upsert) and silently rename some foreign field managers to its own. So, before a
 written: every object the run applies or deletes that exists must be exactly ours and free of
 such managers, and a strict server-side dry-run (our field manager, never forced) of every
 applied object must succeed. The decisions are pure functions over one metadata ``snapshot`` of
-the namespace (one LIST per owned kind), which a driver also uses for its drift decision; the
-program runs ``check_before_apply`` itself only when no driver did it for exactly its
-configuration (a hand-run ``pulumi up``; ``preflighted``).
+the namespace (one LIST per owned kind), which a driver also uses for its drift decision;
+``ownership`` puts them together as the one rule every run obeys.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from infercrane_pulumi.cluster.client import (
     status_message,
 )
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
-from infercrane_pulumi.intents import KubernetesSettings, StackConfig
+from infercrane_pulumi.intents import KubernetesSettings
 from infercrane_pulumi.kinds import Kind
 from infercrane_pulumi.manifests import Manifest
 
@@ -71,14 +70,23 @@ def ownership_problems(desired: Manifest, live: Mapping[str, Any] | None) -> lis
 
 
 def foreign_problems(desired: Manifest, meta: Mapping[str, Any]) -> list[str]:
-    """Why the live object at a desired name is not exactly ours (empty: it is)."""
+    """Why the live object at a desired name is not exactly ours (empty: it is): its marks
+    must name our key, and when both carry a stack identity, the same stack."""
     key = desired["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY]
-    if naming.is_exactly_ours(meta, desired["metadata"]["namespace"], key):
-        return []
-    return [
-        f"{object_subject(desired)}: exists but is not exactly ours (managed-by, key-hash label "
-        "and key annotation must all match); InferCrane never adopts, changes or deletes it"
-    ]
+    if not naming.is_exactly_ours(meta, desired["metadata"]["namespace"], key):
+        return [
+            f"{object_subject(desired)}: exists but is not exactly ours (managed-by, key-hash "
+            "label and key annotation must all match); InferCrane never adopts, changes or "
+            "deletes it"
+        ]
+    ours = desired["metadata"]["labels"].get(naming.LABEL_STACK)
+    theirs = (meta.get("labels") or {}).get(naming.LABEL_STACK)
+    if ours is not None and theirs is not None and ours != theirs:
+        return [
+            f"{object_subject(desired)}: belongs to another stack (stack-hash {theirs}); "
+            "InferCrane never adopts, changes or deletes another stack's object"
+        ]
+    return []
 
 
 def field_paths(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -175,10 +183,3 @@ def check_dry_run(cluster: Cluster, objects: Sequence[Manifest]) -> None:
     refusal = dry_run_refusal(objects, answers)
     if refusal is not None:
         raise refusal
-
-
-def check_before_apply(cluster: Cluster, config: StackConfig) -> None:
-    """The whole preflight of one configuration: ownership, then the strict dry-runs."""
-    desired = workloads.stack_objects(config)
-    check_ownership(snapshot(cluster, config.kubernetes), applied=desired)
-    check_dry_run(cluster, desired)

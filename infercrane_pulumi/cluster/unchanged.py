@@ -41,20 +41,26 @@ class Applied:
     objects: Mapping[str, tuple[AppliedObject, ...]] = field(default_factory=dict)
 
 
-def verified_keys(desired: StackConfig, applied: Applied, live: Snapshot) -> frozenset[str]:
+def verified_keys(
+    desired: StackConfig, applied: Applied, live: Snapshot, *, stack: str | None = None
+) -> frozenset[str]:
     """The keys of ``desired`` the stack applied as they are and whose objects are all still
-    the very objects that apply left: a run need not touch them."""
+    the very objects that apply left: a run need not touch them. ``stack``: the identity the
+    objects must carry (an object applied before objects carried one is re-applied once)."""
     intents = {intent.external_key: intent for intent in applied.intents}
     same = [i for i in desired.replicas if intents.get(i.external_key) == i]
     kept = desired.model_copy(update={"replicas": tuple(same)})
-    return frozenset(k for k, why in differences(kept, applied, live).items() if not why)
+    found = differences(kept, applied, live, stack=stack)
+    return frozenset(k for k, why in found.items() if not why)
 
 
-def differences(desired: StackConfig, applied: Applied, live: Snapshot) -> dict[str, list[str]]:
+def differences(
+    desired: StackConfig, applied: Applied, live: Snapshot, *, stack: str | None = None
+) -> dict[str, list[str]]:
     """Per key of ``desired``: why its objects may not be what the stack's last apply left
     (empty: they are)."""
     reasons: dict[str, list[str]] = {i.external_key: [] for i in desired.replicas}
-    for obj in workloads.stack_objects(desired):
+    for obj in workloads.stack_objects(desired, stack=stack):
         key = obj["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY]
         record = {(o.kind, o.name): o for o in applied.objects.get(key, ())}
         found = record.get((obj["kind"], obj["metadata"]["name"]))

@@ -23,6 +23,7 @@ class Registration:
     custom: bool
     inputs: dict[str, Any]
     secret_inputs: frozenset[str]
+    retain_on_delete: bool
 
 
 @dataclass
@@ -68,6 +69,7 @@ class _RecordingMonitor(MockMonitor):
                     custom=bool(request.custom),
                     inputs=pulumi.runtime.rpc.deserialize_properties(request.object),
                     secret_inputs=_secret_keys(request.object),
+                    retain_on_delete=bool(request.retainOnDelete),
                 )
             )
         return response

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import workloads
+from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.intents import parse_stack_config
 from infercrane_pulumi.kinds import DEPLOYMENT
@@ -41,7 +41,10 @@ def test_each_intent_is_one_component_owning_exactly_its_objects(
     run = run_program(kubernetes, three_replicas())
     assert run.error is None
 
-    expected = workloads.stack_objects(parse_stack_config(kubernetes, three_replicas()))
+    expected = workloads.stack_objects(
+        parse_stack_config(kubernetes, three_replicas()),
+        stack=naming.stack_identity("infercrane", "unit"),
+    )
     components = run.of_type(REPLICA_TYPE)
     assert sorted(c.name for c in components) == sorted({o["metadata"]["name"] for o in expected})
     assert all(c.parent == STACK_URN for c in components)
@@ -52,6 +55,8 @@ def test_each_intent_is_one_component_owning_exactly_its_objects(
         owner = registration.name.rsplit("-", 1)[0]
         assert registration.parent.endswith(f"{REPLICA_TYPE}::{owner}")
         assert registration.type in child_types
+        # The engine deletes by name; only the ownership rule deletes, by uid.
+        assert registration.retain_on_delete
         assert registration.name in {
             f"{owner}-deployment",
             f"{owner}-service",

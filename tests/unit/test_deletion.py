@@ -1,4 +1,4 @@
-"""A destroy's own deletions: every object at once, each only if it is still the one checked."""
+"""The run's own deletions: every object at once, each only if it is still the one checked."""
 
 from __future__ import annotations
 
@@ -6,13 +6,21 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import workloads
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.cluster.deletion import delete_all, doomed
+from infercrane_pulumi.cluster.deletion import Doomed, delete_all, leftovers
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.kinds import KINDS
 from tests.unit.fake_cluster import NS, FakeTransport, config
-from tests.unit.test_run import applied
+from tests.unit.test_run import STACK, applied
+
+
+def everything(live: list[dict[str, Any]]) -> list[Doomed]:
+    """Every object of the stack in ``live``, as a destroy deletes them."""
+    snapshot = {"Deployment": {}, "Service": {}} | {
+        kind: {o["metadata"]["name"]: o["metadata"] for o in live if o["kind"] == kind}
+        for kind in ("Deployment", "Service")
+    }
+    return leftovers(snapshot, namespace=NS, stack=STACK, kept=())
 
 
 class Deleting(FakeTransport):
@@ -29,9 +37,7 @@ class Deleting(FakeTransport):
 def test_each_object_is_deleted_by_its_uid_then_looked_for_once_more() -> None:
     live = applied(config())
     transport = Deleting(live=live)
-    snapshot = {o["kind"]: {o["metadata"]["name"]: o["metadata"]} for o in live}
-    targets = doomed(workloads.stack_objects(config()), snapshot)
-    delete_all(Cluster(transport), config().kubernetes, targets)
+    delete_all(Cluster(transport), config().kubernetes, everything(live))
     deletes = [(m, p, b) for m, p, b in transport.requests if m == "DELETE"]
     assert sorted(p for _, p, _ in deletes) == sorted(
         KINDS[o["kind"]].path(NS, o["metadata"]["name"]) for o in live
@@ -46,13 +52,8 @@ def test_an_object_replaced_since_its_check_is_left_and_named() -> None:
     path = f"/api/v1/namespaces/{NS}/services/{service['metadata']['name']}"
     conflict = Response(409, {"reason": "Conflict", "message": "Precondition failed: UID"})
     transport = Deleting({("DELETE", path): conflict}, live=live)
-    snapshot = {o["kind"]: {o["metadata"]["name"]: o["metadata"]} for o in live}
     with pytest.raises(OwnershipError) as refused:
-        delete_all(
-            Cluster(transport),
-            config().kubernetes,
-            doomed(workloads.stack_objects(config()), snapshot),
-        )
+        delete_all(Cluster(transport), config().kubernetes, everything(live))
     assert refused.value.problems == (
         f"Service/{NS}/{service['metadata']['name']}: replaced since its ownership was checked; "
         "InferCrane never deletes an object that is not exactly its own",

@@ -44,6 +44,7 @@ RANKS = {
     "cluster.observe": 8,
     "cluster.unchanged": 8,
     "cluster.deletion": 8,
+    "cluster.ownership": 9,
     "components": 9,
     "program": 10,
     "automation.backends": 11,

@@ -8,19 +8,25 @@ from typing import Any
 import pytest
 
 from infercrane_pulumi import preflighted, workloads
-from infercrane_pulumi.cluster import client, preflight
+from infercrane_pulumi.cluster import client, ownership, preflight
 from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.intents import StackConfig, parse_stack_config
 from infercrane_pulumi.kinds import DEPLOYMENT
 from infercrane_pulumi.program import preflight_unless_done
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, config, live_copy
+from tests.unit.test_run import STACK
+
+
+def check_before_apply(cluster: Cluster, config: StackConfig) -> None:
+    """The ownership rule as a program run by hand runs it for a preview."""
+    ownership.guard(cluster, config, stack=STACK, deleting=False)
 
 
 def test_preflight_on_an_empty_namespace_lists_once_per_kind_then_dry_runs_strictly() -> None:
     transport = FakeTransport()
-    preflight.check_before_apply(Cluster(transport), config())
+    check_before_apply(Cluster(transport), config())
     name = "infercrane-8b51d0fee928a78116afaac0"
     assert transport.requests == [
         ("GET", f"/apis/apps/v1/namespaces/{NS}/deployments", {"limit": "500"}),
@@ -57,7 +63,7 @@ def test_a_same_named_object_that_is_not_exactly_ours_is_refused_before_any_dry_
     breakage(foreign["metadata"])
     transport = FakeTransport(live=[foreign])
     with pytest.raises(OwnershipError) as refused:
-        preflight.check_before_apply(Cluster(transport), config())
+        check_before_apply(Cluster(transport), config())
     assert refused.value.problems == (
         f"Deployment/{NS}/{desired['metadata']['name']}: exists but is not exactly ours "
         "(managed-by, key-hash label and key annotation must all match); InferCrane never "
@@ -127,7 +133,7 @@ def test_a_field_conflict_in_the_dry_run_names_field_and_manager() -> None:
     path = DEPLOYMENT.path(NS, desired["metadata"]["name"])
     transport = FakeTransport({("PATCH", path): conflict})
     with pytest.raises(OwnershipError) as refused:
-        preflight.check_before_apply(Cluster(transport), config())
+        check_before_apply(Cluster(transport), config())
     assert refused.value.problems == (
         f"Deployment/{NS}/{desired['metadata']['name']}: field .spec.replicas is owned by another "
         'manager (conflict with "kubectl-edit"); InferCrane never forces, the value stays theirs',
@@ -141,7 +147,7 @@ def test_an_invalid_object_is_rejected_with_the_api_message_only() -> None:
     with pytest.raises(
         RejectedError, match=re.escape("dry-run apply: spec.template: Invalid value")
     ):
-        preflight.check_before_apply(Cluster(FakeTransport({("PATCH", path): invalid})), config())
+        check_before_apply(Cluster(FakeTransport({("PATCH", path): invalid})), config())
 
 
 def test_kserve_mode_without_the_crd_fails_before_any_object_request() -> None:
@@ -150,7 +156,7 @@ def test_kserve_mode_without_the_crd_fails_before_any_object_request() -> None:
         RejectedError,
         match=re.escape("InferenceService API serving.kserve.io/v1beta1 is not served"),
     ):
-        preflight.check_before_apply(Cluster(transport), config(workloadApi="kserve"))
+        check_before_apply(Cluster(transport), config(workloadApi="kserve"))
     assert transport.requests == [("GET", "/apis/serving.kserve.io/v1beta1", {})]
 
 

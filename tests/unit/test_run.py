@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import preflighted, workloads
+from infercrane_pulumi import naming, preflighted, workloads
 from infercrane_pulumi.automation import targets
 from infercrane_pulumi.automation.run import Operation, plan_run
 from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.deletion import Doomed
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.intents import StackConfig, parse_stack_config
@@ -25,13 +26,17 @@ LISTS = [
 ]
 
 
+STACK = naming.stack_identity("infercrane", "s1")
+
+
 def stack(*keys: str) -> StackConfig:
     return parse_stack_config(samples.kubernetes(), [samples.replica(externalKey=k) for k in keys])
 
 
 def applied(config: StackConfig) -> list[dict[str, Any]]:
-    """The live objects ``config``'s apply left (each with a uid and generation 1)."""
-    objects = [live_copy(obj, OURS) for obj in workloads.stack_objects(config)]
+    """The live objects ``config``'s apply by stack ``STACK`` left (each with a uid and
+    generation 1)."""
+    objects = [live_copy(obj, OURS) for obj in workloads.stack_objects(config, stack=STACK)]
     for obj in objects:
         obj["metadata"] |= {"uid": f"uid-{obj['kind']}-{obj['metadata']['name']}", "generation": 1}
     return objects
@@ -58,7 +63,7 @@ def dry_runs(transport: FakeTransport) -> list[str]:
 def test_a_verified_no_op_reads_the_namespace_once_and_skips_the_engine() -> None:
     config = stack("a", "b")
     transport = FakeTransport(live=applied(config))
-    plan = plan_run(Cluster(transport), "up", config, record(config), refresh=False)
+    plan = plan_run(Cluster(transport), "up", config, record(config), stack=STACK, refresh=False)
     assert (plan.unchanged, transport.requests) == (True, LISTS)
 
 
@@ -79,7 +84,13 @@ def test_otherwise_an_unchanged_stack_is_read_once_dry_run_and_goes_to_the_engin
     transport = FakeTransport(live=applied(config))
     cluster = Cluster(transport)
     plan = plan_run(
-        cluster, operation, config, record(config, uids=uids), refresh=refresh, exclusive=exclusive
+        cluster,
+        operation,
+        config,
+        record(config, uids=uids),
+        stack=STACK,
+        refresh=refresh,
+        exclusive=exclusive,
     )
     assert transport.requests[:2] == LISTS
     assert len(dry_runs(transport)) == 4 and len(transport.requests) == 6
@@ -90,13 +101,16 @@ def test_otherwise_an_unchanged_stack_is_read_once_dry_run_and_goes_to_the_engin
 def test_an_object_gone_out_of_band_asks_for_a_refresh_and_a_caller_may_force_one() -> None:
     config = stack("a")
     live = [obj for obj in applied(config) if obj["kind"] == "Deployment"]
-    gone = plan_run(Cluster(FakeTransport(live=live)), "up", config, record(config), refresh=False)
+    gone = plan_run(
+        Cluster(FakeTransport(live=live)), "up", config, record(config), stack=STACK, refresh=False
+    )
     assert (gone.unchanged, gone.flags) == (False, ("--refresh",))
     forced = plan_run(
         Cluster(FakeTransport(live=applied(config))),
         "preview",
         config,
         record(config),
+        stack=STACK,
         refresh=True,
     )
     assert forced.flags == ("--refresh",)
@@ -109,7 +123,7 @@ def test_a_look_alike_in_place_of_a_removed_key_is_refused_before_any_dry_run() 
     impostor["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "helm"
     transport = FakeTransport(live=live)
     with pytest.raises(OwnershipError) as refused:
-        plan_run(Cluster(transport), "up", desired, record(last), refresh=False)
+        plan_run(Cluster(transport), "up", desired, record(last), stack=STACK, refresh=False)
     assert refused.value.problems == (
         f"{impostor['kind']}/{NS}/{object_name('removed')}: exists but is not exactly ours "
         "(managed-by, key-hash label and key annotation must all match); InferCrane never "
@@ -118,39 +132,114 @@ def test_a_look_alike_in_place_of_a_removed_key_is_refused_before_any_dry_run() 
     assert dry_runs(transport) == []
 
 
+def doomed(live: list[dict[str, Any]]) -> tuple[Doomed, ...]:
+    """What deleting ``live`` objects looks like: each named, with its uid, by kind then name."""
+    found = [
+        (
+            {
+                "apiVersion": "apps/v1" if obj["kind"] == "Deployment" else "v1",
+                "kind": obj["kind"],
+                "metadata": {"name": obj["metadata"]["name"], "namespace": NS},
+            },
+            obj["metadata"]["uid"],
+        )
+        for obj in live
+    ]
+    return tuple(sorted(found, key=lambda item: (item[0]["kind"], item[0]["metadata"]["name"])))
+
+
+def of_key(live: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return [obj for obj in live if obj["metadata"]["name"] == object_name(key)]
+
+
 def test_a_destroy_checks_ownership_then_deletes_each_object_by_the_uid_it_checked() -> None:
     config = stack("a")
     live = applied(config)
     transport = FakeTransport(live=live)
-    plan = plan_run(Cluster(transport), "destroy", config, record(config), refresh=True)
+    plan = plan_run(
+        Cluster(transport), "destroy", config, record(config), stack=STACK, refresh=True
+    )
     assert transport.requests == LISTS
-    objects = workloads.stack_objects(config)
-    uids = [obj["metadata"]["uid"] for obj in live]
-    assert plan == type(plan)(
-        flags=(), variables={}, deletions=tuple(zip(objects, uids, strict=True))
-    )
+    assert plan == type(plan)(flags=(), variables={}, deletions=doomed(live))
     held = plan_run(
-        Cluster(transport), "destroy", config, record(config), refresh=False, exclusive=False
+        Cluster(transport),
+        "destroy",
+        config,
+        record(config),
+        stack=STACK,
+        refresh=False,
+        exclusive=False,
     )
-    assert held.deletions == ()  # another operation holds the stack: the engine deletes
+    assert held.deletions == ()  # another operation holds the stack: it may be applying them
     foreign = copy.deepcopy(applied(config))
     foreign[1]["metadata"]["annotations"]["infercrane.dev/external-key"] = "someone-else"
     with pytest.raises(OwnershipError):
         plan_run(
-            Cluster(FakeTransport(live=foreign)), "destroy", config, record(config), refresh=False
+            Cluster(FakeTransport(live=foreign)),
+            "destroy",
+            config,
+            record(config),
+            stack=STACK,
+            refresh=False,
         )
 
 
-def test_an_empty_stack_never_reads_the_cluster() -> None:
-    transport = FakeTransport()
-    plan = plan_run(Cluster(transport), "up", stack(), Applied(), refresh=False)
-    assert (transport.requests, plan.flags, plan.variables) == ([], (), {})
+def test_what_a_dead_run_created_for_an_undesired_key_is_deleted_without_the_engine() -> None:
+    """A run that died created key b's objects and recorded nothing: the next run of the same
+    stack (otherwise a verified no-op, or a stack emptied of intents) deletes exactly them;
+    objects of the same shape carrying another stack's identity are never touched."""
+    kept = stack("a")
+    stray = applied(stack("b"))
+    other = applied(stack("c"))
+    for obj in other:
+        obj["metadata"]["labels"][naming.LABEL_STACK] = naming.stack_identity("infercrane", "s2")
+    transport = FakeTransport(live=applied(kept) + stray + other)
+    plan = plan_run(Cluster(transport), "up", kept, record(kept), stack=STACK, refresh=False)
+    assert (plan.unchanged, plan.deletions) == (True, doomed(stray))
+    emptied = plan_run(
+        Cluster(FakeTransport(live=stray + other)),
+        "up",
+        stack(),
+        Applied(),
+        stack=STACK,
+        refresh=False,
+    )
+    assert emptied.deletions == doomed(stray)
+    preview = plan_run(
+        Cluster(FakeTransport(live=stray)), "preview", kept, Applied(), stack=STACK, refresh=False
+    )
+    assert preview.deletions == ()  # a preview deletes nothing
+
+
+def test_an_unmarked_object_is_deleted_only_when_the_stacks_record_holds_its_key() -> None:
+    """Objects applied before objects carried their stack's identity: a removed key's are the
+    stack's by its record; an unmarked object of a key the stack never recorded is not."""
+    before, after = stack("a", "b"), stack("a")
+    live = applied(before) + applied(stack("z"))
+    for obj in live:
+        del obj["metadata"]["labels"][naming.LABEL_STACK]
+    plan = plan_run(
+        Cluster(FakeTransport(live=live)), "up", after, record(before), stack=STACK, refresh=False
+    )
+    assert plan.deletions == doomed(of_key(live, "b"))
+
+
+def test_removing_a_key_whose_object_is_gone_refreshes_and_works_on_every_key() -> None:
+    """A refresh drops what is gone from the state, and a resource not in the state cannot be
+    targeted: the refreshing run is not targeted."""
+    before, after = stack("a", "b"), stack("a")
+    live = [o for o in applied(before) if o not in of_key(applied(before), "b")[1:]]
+    plan = plan_run(
+        Cluster(FakeTransport(live=live)), "up", after, record(before), stack=STACK, refresh=False
+    )
+    assert (plan.flags, plan.targets) == (("--refresh",), None)
+    assert plan.deletions == doomed(of_key(live, "b"))
 
 
 def test_one_key_added_to_a_verified_stack_is_the_only_one_checked_and_worked_on() -> None:
     before, after = stack("a", "b"), stack("a", "b", "c")
     transport = FakeTransport(live=applied(before))
-    plan = plan_run(Cluster(transport), "up", after, record(before), refresh=False)
+    plan = plan_run(Cluster(transport), "up", after, record(before), stack=STACK, refresh=False)
     assert (plan.unchanged, plan.targets) == (False, frozenset({"c"}))
     assert dry_runs(transport) == [
         f"/apis/apps/v1/namespaces/{NS}/deployments/{object_name('c')}",
@@ -161,14 +250,17 @@ def test_one_key_added_to_a_verified_stack_is_the_only_one_checked_and_worked_on
 def test_a_removed_key_is_worked_on_and_nothing_else_is_dry_run() -> None:
     before, after = stack("a", "b"), stack("a")
     transport = FakeTransport(live=applied(before))
-    plan = plan_run(Cluster(transport), "up", after, record(before), refresh=False)
+    plan = plan_run(Cluster(transport), "up", after, record(before), stack=STACK, refresh=False)
     assert (plan.targets, dry_runs(transport)) == (frozenset({"b"}), [])
+    assert plan.deletions == doomed(of_key(applied(before), "b"))
 
 
 def test_nothing_verified_means_no_targets_every_key_goes_to_the_engine() -> None:
     config = stack("a", "b")
     transport = FakeTransport(live=applied(config))
-    plan = plan_run(Cluster(transport), "up", config, record(config, uids=False), refresh=False)
+    plan = plan_run(
+        Cluster(transport), "up", config, record(config, uids=False), stack=STACK, refresh=False
+    )
     assert plan.targets is None and len(dry_runs(transport)) == 4
 
 
