@@ -55,6 +55,29 @@ class ClusterUnavailableError(InferCraneError):
     retryable = True
 
 
+class ClusterTlsError(InferCraneError):
+    """No TLS session with the API server: its certificate failed verification against the
+    context's certificate authority, or the handshake was refused. Retrying cannot mend a
+    certificate, so this is permanent (and not a ``RejectedError``: the server refused nothing)."""
+
+    code = "cluster-tls"
+
+
+class ClusterAuthenticationError(RejectedError):
+    """The API server did not accept the context's credentials (401): an expired token, a
+    revoked certificate. A rejection, so ``except RejectedError`` still sees it."""
+
+    code = "cluster-unauthenticated"
+
+
+class ClusterForbiddenError(RejectedError):
+    """The API server forbade the request (403): the identity's RBAC, or an admission check
+    such as PodSecurity or a ResourceQuota. A rejection, so ``except RejectedError`` still sees
+    it."""
+
+    code = "cluster-forbidden"
+
+
 class BackendUnavailableError(InferCraneError):
     """The state backend or the database holding stack leases could not be reached, or a run
     lost its lease and was stopped; the same call succeeds once the backend is back."""
@@ -106,6 +129,9 @@ ERRORS: Mapping[str, type[InferCraneError]] = {
         OwnershipError,
         RejectedError,
         ClusterUnavailableError,
+        ClusterTlsError,
+        ClusterAuthenticationError,
+        ClusterForbiddenError,
         BackendUnavailableError,
         BackendRefusedError,
         StackBusyError,
@@ -123,6 +149,9 @@ EXIT_CODES: Mapping[str, int] = {
     OwnershipError.code: EXIT_FAILED,
     RejectedError.code: EXIT_FAILED,
     ClusterUnavailableError.code: EXIT_UNAVAILABLE,
+    ClusterTlsError.code: EXIT_FAILED,
+    ClusterAuthenticationError.code: EXIT_FAILED,
+    ClusterForbiddenError.code: EXIT_FAILED,
     BackendUnavailableError.code: EXIT_UNAVAILABLE,
     BackendRefusedError.code: EXIT_FAILED,
     StackBusyError.code: EXIT_BUSY,

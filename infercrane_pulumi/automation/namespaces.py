@@ -36,7 +36,7 @@ from infercrane_pulumi.automation.run import (
 )
 from infercrane_pulumi.cluster import client, doctor, observe
 from infercrane_pulumi.cluster.unchanged import Applied
-from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.errors import InferCraneError, InternalError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
     REPLICAS_KEY,
@@ -183,15 +183,20 @@ class NamespaceOutcome:
 def ensure_many(
     requests: Mapping[str, tuple[NamespaceStack, Sequence[ReplicaIntent]]], *, parallel: int = 4
 ) -> dict[str, NamespaceOutcome]:
-    """Ensure several namespaces at once (at most ``parallel``); one failure stops no other."""
+    """Ensure several namespaces at once (at most ``parallel``); one failure stops no other:
+    every namespace gets its outcome, a foreign exception as an ``InternalError``. Only an
+    interruption (KeyboardInterrupt, SystemExit) ends the whole call."""
 
-    def one(request: tuple[NamespaceStack, Sequence[ReplicaIntent]]) -> NamespaceOutcome:
-        stack, intents = request
+    def one(name: str) -> NamespaceOutcome:
+        stack, intents = requests[name]
         try:
             return NamespaceOutcome(result=stack.ensure(intents))
         except InferCraneError as error:
             return NamespaceOutcome(error=error)
+        except Exception as error:  # a bug in one namespace's run costs no other its outcome
+            internal = InternalError.of(error, where=f"namespace {name}")
+            internal.__cause__ = error  # for a caller that logs the traceback; not in the message
+            return NamespaceOutcome(error=internal)
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        outcomes = pool.map(one, requests.values())
-        return dict(zip(requests, outcomes, strict=True))
+        return dict(zip(requests, pool.map(one, requests), strict=True))

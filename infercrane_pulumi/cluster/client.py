@@ -1,19 +1,25 @@
-"""The API client: one HTTP door to one API server under one identity, read-only by design.
+"""The API client: one HTTP door to one API server under one identity.
 
-The only importer of ``kubernetes`` in the product. Answers are mapped to the project's errors
-here, with messages built from the API ``Status`` only, never from raw transport output that
-could carry URLs, tokens or certificates. The transport is a protocol so the decisions above it
-run in unit tests with recorded answers.
+The only importer of ``kubernetes`` in the product. Answers and transport failures are mapped to
+the project's errors here, by cause, because a caller retries on the class alone: an unreachable
+or overloaded server (network failures, 5xx, 429) is retryable; a certificate, credentials or
+permissions that the server or we refused are permanent, each with its own code; anything else
+is a bug. Messages are built from the API ``Status`` message and exception type names only, never
+from raw transport output that could carry URLs, tokens or certificates. The transport is a
+protocol so the decisions above it run in unit tests with recorded answers.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import urllib3
 import yaml
 from kubernetes import config as kubeconfig_loader
 from kubernetes.client.exceptions import ApiException
@@ -21,9 +27,13 @@ from kubernetes.config.config_exception import ConfigException
 
 from infercrane_pulumi import naming
 from infercrane_pulumi.errors import (
+    ClusterAuthenticationError,
+    ClusterForbiddenError,
+    ClusterTlsError,
     ClusterUnavailableError,
     ConfigError,
     InferCraneError,
+    InternalError,
     RejectedError,
 )
 from infercrane_pulumi.intents import KUBERNETES_KEY, KubernetesSettings
@@ -37,6 +47,26 @@ APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 LIST_PAGE = 500
 REQUEST_TIMEOUT_SECONDS = 15
+# A paged LIST reads one snapshot, which the server keeps only until etcd compacts it (minutes);
+# a list that outlives it is read again from its first page, a few times at most.
+LIST_RESTARTS = 3
+
+# TLS errors that are the connection dropping mid-handshake (a restarting API server, a cut
+# proxy), not a refused certificate: as retryable as any other dropped connection.
+_DROPPED_TLS = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
+_TLS = (ssl.SSLError, urllib3.exceptions.SSLError)
+# The network failing under the client: socket errors (refused, reset, DNS, timeouts are all
+# OSErrors), a cut or malformed HTTP answer, and urllib3's names for these, its retries exhausted
+# (MaxRetryError) and too many 5xx/429 answers (ResponseError) included.
+_TRANSPORT = (
+    OSError,
+    http.client.HTTPException,
+    urllib3.exceptions.ProtocolError,
+    urllib3.exceptions.TimeoutError,
+    urllib3.exceptions.ProxyError,
+    urllib3.exceptions.MaxRetryError,
+    urllib3.exceptions.ResponseError,
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +76,8 @@ class Response:
 
 
 class Transport(Protocol):
-    """One HTTP request to the API server; raises ClusterUnavailableError when it cannot."""
+    """One HTTP request to the API server. Raises ClusterUnavailableError when the server
+    cannot be reached, ClusterTlsError when no TLS session can be had, InternalError otherwise."""
 
     def request(
         self,
@@ -70,8 +101,9 @@ def object_subject(obj: Manifest) -> str:
 
 
 def status_message(response: Response) -> str:
+    """The Status message on one line (an admission webhook's may span several)."""
     message = str(response.body.get("message") or response.body.get("reason") or "")
-    return message[:300] or f"HTTP {response.status}"
+    return " ".join(message.split())[:300] or f"HTTP {response.status}"
 
 
 def failure(response: Response, what: str) -> InferCraneError | None:
@@ -80,6 +112,12 @@ def failure(response: Response, what: str) -> InferCraneError | None:
         return None
     if response.status >= 500 or response.status == 429:
         return ClusterUnavailableError(f"{what}: API server answered {response.status}, try again")
+    if response.status == 401:
+        return ClusterAuthenticationError(
+            f"{what}: {status_message(response)}; check the credentials of the kubeconfig context"
+        )
+    if response.status == 403:
+        return ClusterForbiddenError(f"{what}: {status_message(response)}")
     return RejectedError(f"{what}: {status_message(response)}")
 
 
@@ -107,7 +145,7 @@ class Cluster:
         """Matching objects, each with its ``kind`` set (list items come without it)."""
         items = self.list_if_allowed(kind, namespace, selector)
         if items is None:
-            raise RejectedError(f"list {kind.resource} in {namespace}: forbidden")
+            raise ClusterForbiddenError(f"list {kind.resource} in {namespace}: forbidden")
         return items
 
     def list_if_allowed(
@@ -123,15 +161,31 @@ class Cluster:
         return [item | {"kind": kind.kind} for item in response.body.get("items") or []]
 
     def metadata(self, kind: Kind, namespace: str) -> dict[str, dict[str, Any]]:
-        """The metadata of every object of ``kind`` in ``namespace``, by name (paged LIST)."""
+        """The metadata of every object of ``kind`` in ``namespace``, by name (paged LIST).
+
+        A continue token the server has let expire (410) restarts the list from its first page,
+        up to ``LIST_RESTARTS`` times: pages of two snapshots are never mixed.
+        """
+        what = f"list {kind.resource} in {namespace}"
         found: dict[str, dict[str, Any]] = {}
         token = ""
+        restarts = 0
         while True:
             query = [("limit", str(LIST_PAGE))] + ([("continue", token)] if token else [])
             response = self.transport.request(
                 "GET", kind.collection(namespace), query=query, accept=METADATA_LIST
             )
-            raise_for_status(response, f"list {kind.resource} in {namespace}")
+            # Whatever its reason, a 410 to a continued page means that snapshot is gone.
+            if response.status == 410 and token:
+                if restarts == LIST_RESTARTS:
+                    raise ClusterUnavailableError(
+                        f"{what}: the list expired {restarts + 1} times before its last page; "
+                        "try again"
+                    )
+                restarts += 1
+                found, token = {}, ""
+                continue
+            raise_for_status(response, what)
             for item in response.body.get("items") or []:
                 meta = item.get("metadata") or {}
                 found[str(meta.get("name"))] = meta
@@ -230,13 +284,49 @@ class RestTransport:
             )
             status, raw = answer.status, answer.read()
         except ApiException as error:
-            status, raw = int(error.status or 0), error.body or b""
-        except Exception as error:  # urllib3/ssl/socket errors: their text may carry URLs
-            raise ClusterUnavailableError(
-                f"cannot reach the API server ({type(error).__name__}); check the context "
-                "and that the cluster is up"
-            ) from error
+            if not error.status:  # no answer: the client's own failure (TLS ones are re-raised so)
+                raise _transport_failure(error) from error
+            status, raw = int(error.status), error.body or b""
+        except Exception as error:
+            raise _transport_failure(error) from error
         return Response(status=status, body=_json_object(raw))
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    """The failure ``error`` wraps, unwrapped as far as it goes: a MaxRetryError's last reason,
+    a ProxyError's original error, the ssl or socket error inside urllib3's own, the error the
+    client re-raised as a status-0 ApiException."""
+    for _ in range(8):  # wrappers nest two or three deep; the bound only guards against a cycle
+        inner: BaseException | None = None
+        if isinstance(error, urllib3.exceptions.MaxRetryError):
+            inner = error.reason
+        elif isinstance(error, urllib3.exceptions.ProxyError):
+            inner = error.original_error
+        elif isinstance(error, ApiException):
+            inner = error.__context__
+        elif isinstance(error, urllib3.exceptions.SSLError | urllib3.exceptions.ProtocolError):
+            inner = next((arg for arg in error.args if isinstance(arg, BaseException)), None)
+        if inner is None:
+            return error
+        error = inner
+    return error
+
+
+def _transport_failure(error: BaseException) -> InferCraneError:
+    """The typed error a failed request means, by its root cause, named by type only: the text
+    of a transport error may carry URLs, tokens or certificates."""
+    cause = _root_cause(error)
+    name = type(cause).__name__
+    if isinstance(cause, _TLS) and not isinstance(cause, _DROPPED_TLS):
+        return ClusterTlsError(
+            f"cannot establish TLS with the API server ({name}); check the kubeconfig context's "
+            "server address, certificate authority and client certificate"
+        )
+    if isinstance(cause, _TRANSPORT):
+        return ClusterUnavailableError(
+            f"cannot reach the API server ({name}); check the context and that the cluster is up"
+        )
+    return InternalError.of(cause, where="Kubernetes API client")
 
 
 def _json_object(raw: bytes | str) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""NamespaceStack's own decisions: validation before anything is written, and the stack file it
-writes (any number of intents, the encryption salt and an encrypted kubeconfig kept)."""
+"""NamespaceStack's own decisions: validation before anything is written, the stack file it
+writes (any number of intents, the encryption salt and an encrypted kubeconfig kept), and
+``ensure_many``'s promise of an outcome for every namespace, whatever one of them raises."""
 
 from __future__ import annotations
 
@@ -9,9 +10,16 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment
-from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment, results
+from infercrane_pulumi.automation.namespaces import NamespaceOutcome, ensure_many
+from infercrane_pulumi.errors import (
+    ClusterForbiddenError,
+    ClusterUnavailableError,
+    ConfigError,
+    InternalError,
+)
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, parse_stack_config
+from infercrane_pulumi.review.changes import Summary
 from tests.unit import samples
 
 
@@ -81,3 +89,93 @@ def test_invalid_intents_are_refused_before_the_workspace_exists(tmp_path: Path)
     with pytest.raises(ConfigError):
         stack.ensure([*intents(1), *intents(1)])
     assert not (tmp_path / "ws").exists()
+
+
+def ensured(namespace: str) -> results.StackResult:
+    return results.StackResult("up", namespace, namespace, Summary.of(()), (), ())
+
+
+def seen(outcome: NamespaceOutcome) -> object:
+    """An outcome as one whole value: its result, or its error's class, code, retryable, line."""
+    error = outcome.error
+    if error is None:
+        return outcome.result
+    return outcome.result, type(error), error.code, error.retryable, str(error)
+
+
+UNAVAILABLE = ClusterUnavailableError("cannot reach the API server (MaxRetryError)")
+FORBIDDEN = ClusterForbiddenError('Deployment/team-c/x: deployments.apps "x" is forbidden')
+BUG_IN_A = (
+    None,
+    InternalError,
+    "internal-error",
+    False,
+    "namespace team-a: unexpected RuntimeError; please report it",
+)
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [
+        (
+            {"team-a": RuntimeError("token s3cr3t"), "team-b": None},
+            {"team-a": BUG_IN_A, "team-b": ensured("team-b")},
+        ),
+        (
+            {"team-a": RuntimeError("token s3cr3t"), "team-b": UNAVAILABLE, "team-c": FORBIDDEN},
+            {
+                "team-a": BUG_IN_A,
+                "team-b": (
+                    None,
+                    ClusterUnavailableError,
+                    "cluster-unavailable",
+                    True,
+                    "cannot reach the API server (MaxRetryError)",
+                ),
+                "team-c": (
+                    None,
+                    ClusterForbiddenError,
+                    "cluster-forbidden",
+                    False,
+                    'Deployment/team-c/x: deployments.apps "x" is forbidden',
+                ),
+            },
+        ),
+    ],
+    ids=["bug-and-success", "bug-and-typed-failures"],
+)
+def test_every_namespace_gets_its_outcome_whatever_another_raises(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    raised: dict[str, Exception | None],
+    expected: dict[str, object],
+) -> None:
+    requests = {}
+    for namespace, error in raised.items():
+        stack = namespace_stack(tmp_path / namespace)
+
+        def ensure(_: object, namespace: str = namespace, error: Exception | None = error) -> Any:
+            if error is not None:
+                raise error
+            return ensured(namespace)
+
+        monkeypatch.setattr(stack, "ensure", ensure)
+        requests[namespace] = (stack, intents(1))
+    outcomes = ensure_many(requests, parallel=2)
+    assert {namespace: seen(outcome) for namespace, outcome in outcomes.items()} == expected
+    bug = outcomes["team-a"].error
+    assert bug is not None and bug.__cause__ is raised["team-a"]  # kept for a traceback
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, SystemExit])
+def test_an_interruption_still_ends_ensure_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interruption: type[BaseException]
+) -> None:
+    stack = namespace_stack(tmp_path)
+
+    def ensure(_: object) -> Any:
+        raise interruption
+
+    monkeypatch.setattr(stack, "ensure", ensure)
+    with pytest.raises(interruption):
+        ensure_many({"team-a": (stack, intents(1))})
