@@ -22,7 +22,9 @@ because pulumi-kubernetes writes the whole kubeconfig to a temporary file on eve
 and never removes it). What a dead run left is recovered first; a busy stack raises
 ``StackBusyError`` at once or after ``wait_seconds``; a failure becomes the program's own
 refusal, else ``RunFailedError`` with the engine's error diagnostics (from its event stream,
-never its text), or ``ClusterUnavailableError`` when the API server cannot be reached.
+never its text, credentials masked), ``BackendUnavailableError`` when the engine ran every step
+without an error but could not record them, or ``ClusterUnavailableError`` when the API server
+cannot be reached.
 
 On a backend with stack leases (``leases``: PostgreSQL state, or another shared backend given
 a lease database) the whole run, from reading the applied intents to the engine's end, holds
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import shutil
 import tempfile
 import time
@@ -51,6 +54,7 @@ from infercrane_pulumi.automation.recovery import break_locks, recover
 from infercrane_pulumi.cluster import client, deletion, drift, ownership, preflight, unchanged
 from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.errors import (
+    BackendUnavailableError,
     ClusterUnavailableError,
     InferCraneError,
     RunFailedError,
@@ -310,11 +314,14 @@ def _attempt(
     called directly: the Automation API's ``Stack.up`` and friends read the stack's outputs
     (twice) and its history after every run, three more CLI processes this path never uses."""
     diagnostics: list[str] = []
+    finished: list[auto.EngineEvent] = []  # the engine's summary: it ran every step
 
     def collect(event: auto.EngineEvent) -> None:
         diagnostic = event.diagnostic_event
         if diagnostic is not None and diagnostic.severity == "error":
             diagnostics.extend(line.strip() for line in diagnostic.message.splitlines())
+        if event.summary_event is not None:
+            finished.append(event)
         on_event(event)
 
     run_dir = Path(tempfile.mkdtemp(prefix="infercrane-run-"))  # 0700
@@ -357,12 +364,44 @@ def _attempt(
                 refused = refusals.take(refusal_file)
                 if refused is not None:
                     raise refused from error
-                raise _failed(stack.name, operation, diagnostics) from error
+                raise failed(stack.name, operation, diagnostics, finished=bool(finished)) from error
     finally:
         tail.close()
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def _failed(stack_name: str, operation: str, diagnostics: list[str]) -> RunFailedError:
-    lines = [line[:300] for line in dict.fromkeys(diagnostics) if line][:MAX_PROBLEMS]
+def failed(
+    stack_name: str, operation: str, diagnostics: list[str], *, finished: bool
+) -> RunFailedError | BackendUnavailableError:
+    """What a failed engine run means, from its events, never its text: an engine that ran
+    every step and reported no error failed recording them in the backend (retryable: the
+    retry finds its objects by their durable names); otherwise the run failed, with the
+    engine's error diagnostics, each sanitized (one line, no credentials in a URL)."""
+    lines = [sanitized(line) for line in dict.fromkeys(diagnostics) if line][:MAX_PROBLEMS]
+    if finished and not lines:
+        return BackendUnavailableError(
+            f"stack {stack_name}: pulumi {operation} ran every step but could not record "
+            "them in the backend; try again"
+        )
     return RunFailedError(lines or [f"stack {stack_name}: pulumi {operation} failed"])
+
+
+_CREDENTIALS = (
+    # user:password@ in a URL
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@"), r"\1***@"),
+    # Authorization headers and token/password/secret values
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+"), r"\1 ***"),
+    (
+        re.compile(
+            r"(?i)\b(token|password|passwd|secret|access[_-]?key)([\"']?\s*[:=]\s*)[^\s,;\"']+"
+        ),
+        r"\1\2***",
+    ),
+)
+
+
+def sanitized(line: str) -> str:
+    """A diagnostic line fit to leave the process: at most 300 characters, credentials masked."""
+    for pattern, replacement in _CREDENTIALS:
+        line = pattern.sub(replacement, line)
+    return line[:300]

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercrane_pulumi import kinds, workloads
+from infercrane_pulumi import kinds, naming, workloads
+from infercrane_pulumi.automation import project
 from infercrane_pulumi.intents import load_stack_file
 from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.review.changes import by_key
@@ -104,8 +105,10 @@ def test_a_stack_applied_by_the_previous_release_is_kept_by_this_one(
     rendered = as_release(harness, code, "render", "--config", str(stack_file))
     assert rendered.returncode == 0, rendered.stderr[-2000:]
     config = load_stack_file(stack_file)
+    # This release marks each object with its stack's identity: every object is updated once.
+    identity = naming.stack_identity(project.PROJECT_NAME, harness.stack_name)
     expected = expected_changes(
-        list(yaml.safe_load_all(rendered.stdout)), workloads.stack_objects(config)
+        list(yaml.safe_load_all(rendered.stdout)), workloads.stack_objects(config, stack=identity)
     )
 
     upgraded = harness.up()

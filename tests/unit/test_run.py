@@ -9,11 +9,16 @@ import pytest
 
 from infercrane_pulumi import naming, preflighted, workloads
 from infercrane_pulumi.automation import targets
-from infercrane_pulumi.automation.run import Operation, plan_run
+from infercrane_pulumi.automation.run import Operation, failed, plan_run
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.deletion import Doomed
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
-from infercrane_pulumi.errors import OwnershipError
+from infercrane_pulumi.errors import (
+    BackendUnavailableError,
+    InferCraneError,
+    OwnershipError,
+    RunFailedError,
+)
 from infercrane_pulumi.intents import StackConfig, parse_stack_config
 from infercrane_pulumi.naming import object_name
 from tests.unit import samples
@@ -274,3 +279,45 @@ def test_targets_name_the_stack_its_provider_and_each_keys_component_and_objects
         f"urn:pulumi:s1::infercrane::infercrane:kubernetes:Replica$kubernetes:apps/v1:Deployment::{name}-deployment",
         f"urn:pulumi:s1::infercrane::infercrane:kubernetes:Replica$kubernetes:core/v1:Service::{name}-service",
     ]
+
+
+@pytest.mark.parametrize(
+    ("diagnostics", "finished", "expected"),
+    [
+        (
+            [],
+            True,
+            BackendUnavailableError(
+                "stack s1: pulumi up ran every step but could not record them in the backend; "
+                "try again"
+            ),
+        ),
+        ([], False, RunFailedError("stack s1: pulumi up failed")),
+        (
+            ["error: a step failed", "error: a step failed", ""],
+            True,
+            RunFailedError("error: a step failed"),
+        ),
+        (
+            [
+                "cannot reach postgres://infercrane:hunter2@db:5432/state",
+                "401 with Authorization: Bearer eyJhbGciOi.abc-123",
+                "config token=abc123, password: s3cr3t",
+            ],
+            False,
+            RunFailedError(
+                [
+                    "cannot reach postgres://***@db:5432/state",
+                    "401 with Authorization: Bearer ***",
+                    "config token=***, password: ***",
+                ]
+            ),
+        ),
+    ],
+    ids=["finished, no error: the state write", "nothing ran", "the engine's errors", "masked"],
+)
+def test_a_failed_engine_run_is_classified_from_its_events(
+    diagnostics: list[str], finished: bool, expected: InferCraneError
+) -> None:
+    error = failed("s1", "up", diagnostics, finished=finished)
+    assert (type(error), error.problems) == (type(expected), expected.problems)

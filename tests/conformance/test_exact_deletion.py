@@ -1,0 +1,202 @@
+"""Exact deletion on every path (issue 22): a person's ``pulumi up`` on the repository's
+project, the run path the CLI calls, and ``NamespaceStack`` delete only this stack's objects,
+each by the uid just checked; the engine only forgets. And a removed key whose object was
+deleted out of band converges in one run on each driver."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from pulumi import automation as auto
+
+from infercrane_pulumi import kinds, naming
+from infercrane_pulumi.automation import eventlog
+from infercrane_pulumi.intents import STACK_CONFIG_DIR
+from infercrane_pulumi.kinds import Kind
+from tests.conformance.harness import ROOT, Harness, intent, replica
+
+pytestmark = pytest.mark.conformance
+
+LOOK_ALIKE = {"app.kubernetes.io/name": "another-team"}
+
+
+def look_alike(admin_client: client.ApiClient, kind: Kind, namespace: str, key: str) -> str:
+    """Another team's object at ``key``'s name, without our marks; its uid."""
+    meta = client.V1ObjectMeta(name=naming.object_name(key), labels=LOOK_ALIKE)
+    created: Any
+    if kind is kinds.SERVICE:
+        service = client.V1Service(
+            metadata=meta,
+            spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)], selector=LOOK_ALIKE),
+        )
+        created = client.CoreV1Api(admin_client).create_namespaced_service(namespace, service)
+    else:
+        container = client.V1Container(name="app", image=f"registry.example/team@sha256:{'c' * 64}")
+        template = client.V1PodTemplateSpec(
+            metadata=client.V1ObjectMeta(labels=LOOK_ALIKE),
+            spec=client.V1PodSpec(containers=[container]),
+        )
+        deployment = client.V1Deployment(
+            metadata=meta,
+            spec=client.V1DeploymentSpec(
+                selector=client.V1LabelSelector(match_labels=LOOK_ALIKE), template=template
+            ),
+        )
+        created = client.AppsV1Api(admin_client).create_namespaced_deployment(namespace, deployment)
+    return str(created.metadata.uid)
+
+
+def uid(harness: Harness, kind: Kind, key: str) -> str | None:
+    live = harness.get(kind, key)
+    return None if live is None else str(live["metadata"]["uid"])
+
+
+def once_the_program_registers(act: Callable[[], object]) -> Callable[[auto.EngineEvent], None]:
+    """An engine-event hook that calls ``act`` once, at the first step after the ownership
+    check (the stack's provider is registered only after it): 'after the check'."""
+    done = threading.Event()
+
+    def hook(event: auto.EngineEvent) -> None:
+        pre = event.resource_pre_event
+        if pre is None or done.is_set() or pre.metadata.op == "refresh":
+            return
+        if pre.metadata.type.startswith("pulumi:providers:"):
+            done.set()
+            act()
+
+    return hook
+
+
+def by_hand(
+    harness: Harness, tmp_path: Path, *, on_event: Callable[[auto.EngineEvent], None]
+) -> str:
+    """A person's ``pulumi up`` on a copy of the repository's ``Pulumi.yaml`` (its virtualenv:
+    this one) with the test's stack file; the engine's events go to ``on_event``. Its output."""
+    project = tmp_path / "by-hand"
+    (project / STACK_CONFIG_DIR).mkdir(parents=True, exist_ok=True)
+    settings = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    settings["runtime"]["options"]["virtualenv"] = sys.prefix
+    (project / "Pulumi.yaml").write_text(yaml.safe_dump(settings))
+    (project / "__main__.py").write_text((ROOT / "__main__.py").read_text())
+    (project / STACK_CONFIG_DIR / harness.stack_file.name).write_text(
+        harness.stack_file.read_text()
+    )
+    events = tmp_path / "by-hand-events.jsonl"
+    tail = eventlog.Tail(events, on_event)
+    try:
+        done = subprocess.run(
+            ["pulumi", "up", "--yes", "--stack", harness.stack_name, "--event-log", str(events)],
+            cwd=project,
+            env=harness.process_env() | harness.env.variables() | {"PULUMI_DEBUG_COMMANDS": "true"},
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+    finally:
+        tail.close()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize("driver", ["by hand", "run path", "NamespaceStack"])
+def test_a_look_alike_placed_at_a_removed_keys_name_after_the_check_is_never_deleted(
+    harness: Harness, admin_client: client.ApiClient, tmp_path: Path, driver: str
+) -> None:
+    harness.configure([replica("keep-r0"), replica("drop-r0")])
+    harness.up()
+    kept = {kind.kind: uid(harness, kind, "keep-r0") for kind in (kinds.DEPLOYMENT, kinds.SERVICE)}
+    placed: dict[str, str] = {}
+
+    def place() -> None:
+        # Ours was deleted before this step (by uid); another team's Service takes the name.
+        assert uid(harness, kinds.SERVICE, "drop-r0") is None
+        placed["uid"] = look_alike(admin_client, kinds.SERVICE, harness.namespace, "drop-r0")
+
+    hook = once_the_program_registers(place)
+    harness.configure([replica("keep-r0")])
+    if driver == "by hand":
+        by_hand(harness, tmp_path, on_event=hook)
+    elif driver == "run path":
+        result = harness.up(on_event=hook)
+        assert {r.external_key: r.change for r in result.replicas} == {
+            "keep-r0": "same",
+            "drop-r0": "delete",
+        }
+    else:
+        stack = harness.namespace_stack(tmp_path / "workspace")
+        stack.on_event = hook
+        result = stack.ensure([intent("keep-r0")])
+        assert {r.external_key: r.change for r in result.replicas} == {
+            "keep-r0": "same",
+            "drop-r0": "delete",
+        }
+    assert placed, "the engine never reached the step after the check"
+    assert uid(harness, kinds.SERVICE, "drop-r0") == placed["uid"]  # untouched
+    assert uid(harness, kinds.DEPLOYMENT, "drop-r0") is None  # ours: deleted
+    assert {k.kind: uid(harness, k, "keep-r0") for k in (kinds.DEPLOYMENT, kinds.SERVICE)} == kept
+
+
+def test_a_person_emptying_the_stack_deletes_only_what_is_exactly_ours(
+    harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+) -> None:
+    """The issue's reproduction: another team's Deployment in place of the last key's, and a
+    stack emptied of intents, run by hand (which knows nothing of the stack's record)."""
+    harness.configure([replica("last-r0")])
+    harness.up()
+    assert (
+        harness.admin.delete(
+            {
+                "kind": "Deployment",
+                "metadata": {"name": naming.object_name("last-r0"), "namespace": harness.namespace},
+            },
+            uid=str(uid(harness, kinds.DEPLOYMENT, "last-r0")),
+        ).status
+        < 300
+    )
+    theirs = look_alike(admin_client, kinds.DEPLOYMENT, harness.namespace, "last-r0")
+    harness.configure([])
+    by_hand(harness, tmp_path, on_event=lambda event: None)
+    assert uid(harness, kinds.DEPLOYMENT, "last-r0") == theirs
+    assert uid(harness, kinds.SERVICE, "last-r0") is None
+
+
+@pytest.mark.parametrize("driver", ["CLI", "NamespaceStack"])
+def test_removing_a_key_whose_service_was_deleted_out_of_band_converges_in_one_run(
+    harness: Harness, tmp_path: Path, driver: str
+) -> None:
+    keys = ["rm-a", "rm-b"]
+    harness.configure([replica(k) for k in keys])
+    harness.up()
+    kept = {kind.kind: uid(harness, kind, "rm-a") for kind in (kinds.DEPLOYMENT, kinds.SERVICE)}
+    service = harness.get(kinds.SERVICE, "rm-b")
+    assert service is not None
+    assert harness.admin.delete(service, uid=service["metadata"]["uid"]).status < 300
+    if driver == "CLI":
+        harness.configure([replica("rm-a")])
+        done = harness.cli(
+            "up", "--stack", harness.stack_name, "--project-dir", str(harness.project_dir), "--json"
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        changes = {
+            r["externalKey"]: r["change"] for r in yaml.safe_load(done.stdout)["result"]["replicas"]
+        }
+        again = harness.up()
+    else:
+        stack = harness.namespace_stack(tmp_path / "workspace")
+        changes = {r.external_key: r.change for r in stack.ensure([intent("rm-a")]).replicas}
+        again = stack.ensure([intent("rm-a")])
+    assert changes == {"rm-a": "same", "rm-b": "delete"}
+    assert {r.external_key: r.change for r in again.replicas} == {"rm-a": "same"}
+    assert [
+        o["metadata"]["name"] for k in (kinds.DEPLOYMENT, kinds.SERVICE) for o in harness.owned(k)
+    ] == [naming.object_name("rm-a")] * 2
+    assert {k.kind: uid(harness, k, "rm-a") for k in (kinds.DEPLOYMENT, kinds.SERVICE)} == kept
