@@ -91,8 +91,3 @@ def find_binary(name: str, *, root: Path | None = None) -> Path:
         f"or build them with `{BUILD_SCRIPT_RELATIVE}` "
         f"(its `--bin-dir` output is searched when {TOOLS_BIN_ENV} is unset)."
     )
-
-
-def find_control_plane_binaries(*, root: Path | None = None) -> dict[str, Path]:
-    """All three binaries, keyed by name; raises on the first one missing."""
-    return {name: find_binary(name, root=root) for name in CONTROL_PLANE_BINARIES}

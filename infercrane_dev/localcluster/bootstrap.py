@@ -95,10 +95,6 @@ def role_binding(namespace: str, role: str, subject: Mapping[str, str]) -> dict[
     }
 
 
-def user_binding(namespace: str, role: str, user: str = PROVIDER_USER) -> dict[str, Any]:
-    return role_binding(namespace, role, user_subject(user))
-
-
 def worker_secret(namespace: str, value: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",

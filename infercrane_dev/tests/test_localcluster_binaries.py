@@ -13,7 +13,6 @@ from infercrane_dev.localcluster.binaries import (
     TOOLS_BIN_ENV,
     BinaryNotFoundError,
     find_binary,
-    find_control_plane_binaries,
 )
 
 
@@ -28,7 +27,7 @@ def test_env_var_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in binaries.CONTROL_PLANE_BINARIES:
         _exe(tmp_path / "bin" / name)
     monkeypatch.setenv(TOOLS_BIN_ENV, str(tmp_path / "bin"))
-    found = find_control_plane_binaries(root=tmp_path / "no-repo")
+    found = {n: find_binary(n, root=tmp_path / "no-repo") for n in binaries.CONTROL_PLANE_BINARIES}
     assert found == {n: tmp_path / "bin" / n for n in binaries.CONTROL_PLANE_BINARIES}
 
 

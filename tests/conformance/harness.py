@@ -173,13 +173,12 @@ class Harness:
         operation: automation.Operation,
         env: automation.PulumiEnvironment | None = None,
         *,
-        remove_key: str | None = None,
         on_event: Callable[[auto.EngineEvent], object] | None = None,
     ) -> automation.StackResult:
         """The stack file through the one run path, exactly as ``infercrane-pulumi`` runs it."""
         options = automation.RunOptions(on_output=self.log.append, on_event=on_event)
         return automation.run_stack_file(
-            self.stack_file, env or self.env, operation, options=options, remove_key=remove_key
+            self.stack_file, env or self.env, operation, options=options
         )
 
     def preview(self) -> automation.StackResult:
@@ -192,9 +191,6 @@ class Harness:
         on_event: Callable[[auto.EngineEvent], object] | None = None,
     ) -> automation.StackResult:
         return self._run("up", env, on_event=on_event)
-
-    def remove(self, key: str) -> automation.StackResult:
-        return self._run("up", remove_key=key)
 
     def destroy(self) -> automation.StackResult:
         return self._run("destroy")
