@@ -17,8 +17,9 @@ from infercrane_pulumi.automation.environment import (
 )
 from infercrane_pulumi.automation.locks import stack_locks
 from infercrane_pulumi.automation.namespaces import NamespaceOutcome, NamespaceStack, ensure_many
+from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.results import StackResult
-from infercrane_pulumi.automation.run import Operation, RunOptions
+from infercrane_pulumi.automation.run import RunOptions
 from infercrane_pulumi.automation.stackfiles import run_stack_file
 from infercrane_pulumi.automation.stacks import applied, open_stack
 

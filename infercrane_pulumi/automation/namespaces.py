@@ -26,9 +26,9 @@ from pulumi import automation as auto
 
 from infercrane_pulumi.automation import project, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.run import (
     EventHandler,
-    Operation,
     RunOptions,
     exclusive,
     local_settings,

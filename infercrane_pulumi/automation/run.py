@@ -4,18 +4,11 @@ The CLI, ``NamespaceStack``, ``ensure_many``, ``make demo``, ``make preview``, t
 suite and the benchmarks all come here (``tests/unit/test_layers.py`` holds every other module
 to it); only a person running ``pulumi up`` on the repository's project goes around it.
 
-Before the engine starts, the driver reads the namespace once: one metadata snapshot per owned
-kind (``preflight.snapshot``) feeds every decision. A ``preview`` or ``up`` of exactly the
-intents the stack applied, whose objects are all still the very objects that apply left
-(``cluster.unchanged``), is a verified no-op: every key is ``same`` and the engine does not
-start (unless the caller asks for a refresh, or another operation holds the stack). Drift (an
-applied object gone, or carrying another intent) asks the engine to refresh; without it no
-refresh runs, unless the caller asks for one. Ownership (every object about to be applied or
-deleted is exactly ours) and the strict server-side dry-run of every applied object come
-next, and the program is told, by the digest of exactly this configuration, that its own
-preflight has run. A destroy checks the ownership of what it deletes, deletes it itself, all at
-once and each only if it still has the uid just checked (``cluster.deletion``), and runs the
-engine without the program to forget what is gone.
+Before the engine starts, ``planning`` decides over one snapshot of the namespace: a verified
+no-op (the engine does not start), the keys worked on, a refresh when the cluster drifted, the
+ownership rule and the strict dry-run of what is applied, and what the run deletes itself, each
+object by the uid just checked (``cluster.ownership``, ``cluster.deletion``): an ``up`` deletes
+before the engine starts, and a destroy then runs the engine without the program, to forget.
 
 The engine then runs with a private directory (the refusal channel, and the run's TMPDIR,
 because pulumi-kubernetes writes the whole kubeconfig to a temporary file on every configure
@@ -43,15 +36,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import naming, preflighted, refusals
+from infercrane_pulumi import naming, refusals
 from infercrane_pulumi.automation import eventlog, leases, project, results, stacks, targets
 from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.recovery import break_locks, recover
-from infercrane_pulumi.cluster import client, deletion, drift, ownership, preflight, unchanged
+from infercrane_pulumi.cluster import client, deletion
 from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.errors import (
     BackendUnavailableError,
@@ -62,7 +56,6 @@ from infercrane_pulumi.errors import (
 )
 from infercrane_pulumi.intents import KubernetesSettings, StackConfig
 
-Operation = Literal["preview", "up", "destroy"]
 Printer = Callable[[str], Any]
 EventHandler = Callable[[auto.EngineEvent], Any]
 MAX_PROBLEMS = 10
@@ -74,7 +67,6 @@ _COMMANDS: Mapping[Operation, tuple[str, ...]] = {
     "up": ("up", "--yes", "--skip-preview"),
     "destroy": ("destroy", "--yes", "--skip-preview", "--run-program=false"),
 }
-REFRESH = "--refresh"
 
 
 @dataclass(frozen=True)
@@ -88,19 +80,6 @@ class RunOptions:
 
 
 DEFAULT_OPTIONS = RunOptions()
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What the engine is asked to do, decided before it starts."""
-
-    flags: tuple[str, ...]  # the CLI flags decided for this run (``REFRESH``)
-    variables: Mapping[str, str]  # extra environment for the program
-    unchanged: bool = False  # a verified no-op: the engine need not start
-    # The keys to work on when others are verified unchanged (None: every key).
-    targets: frozenset[str] | None = None
-    # What a destroy deletes itself before the engine forgets it (each with its checked uid).
-    deletions: tuple[deletion.Doomed, ...] = ()
 
 
 def run(
@@ -185,61 +164,6 @@ def local_settings(settings: KubernetesSettings, env: PulumiEnvironment) -> Kube
     if settings.kubeconfig is not None or env.kubeconfig is None:
         return settings
     return settings.model_copy(update={"kubeconfig": str(env.kubeconfig)})
-
-
-def plan_run(
-    cluster: client.Cluster,
-    operation: Operation,
-    config: StackConfig,
-    applied: Applied,
-    *,
-    stack: str,
-    refresh: bool,
-    exclusive: bool = True,
-) -> Plan:
-    """The decisions before the engine starts, over one snapshot of the namespace.
-    ``stack``: the stack's identity (``naming.stack_identity``); ``exclusive``: no other
-    operation holds the stack, so a verified no-op may skip the engine and what the stack no
-    longer holds may be deleted (another operation's run may be applying it)."""
-    last = config.model_copy(update={"replicas": applied.intents})
-    live = preflight.snapshot(cluster, config.kubernetes)
-    if operation == "destroy":
-        nothing = config.model_copy(update={"replicas": ()})
-        doomed = ownership.check_run(
-            cluster, live, desired=nothing, work=nothing, stack=stack, recorded=last
-        )
-        return Plan((), {}, deletions=tuple(doomed) if exclusive else ())
-    desired_keys = {intent.external_key for intent in config.replicas}
-    verified = (
-        unchanged.verified_keys(config, applied, live, stack=stack)
-        if exclusive and not refresh
-        else set()
-    )
-    # Only what is not verified unchanged is checked and worked on.
-    work = config.model_copy(
-        update={"replicas": tuple(i for i in config.replicas if i.external_key not in verified)}
-    )
-    doomed = ownership.check_run(
-        cluster, live, desired=config, work=work, stack=stack, recorded=last
-    )
-    deletions = tuple(doomed) if exclusive and operation == "up" else ()
-    if verified == desired_keys == {i.external_key for i in last.replicas}:
-        # What a run that died left is deleted without the engine: the state never held it.
-        return Plan((), {}, unchanged=True, deletions=deletions)
-    removed = {i.external_key for i in last.replicas} - desired_keys
-    refreshing = refresh or bool(drift.drift(last, live))
-    # A refresh drops from the state what is gone (what was deleted out of band, or by this
-    # run before the engine starts): such a resource cannot be targeted, so a refreshing run
-    # works on every key.
-    targeted = verified and not refreshing
-    return Plan(
-        (REFRESH,) * refreshing,
-        {preflighted.PREFLIGHTED_ENV: preflighted.digest(config)},
-        targets=frozenset({*(i.external_key for i in work.replicas), *removed})
-        if targeted
-        else None,
-        deletions=deletions,
-    )
 
 
 def _engine(

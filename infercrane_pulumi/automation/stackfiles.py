@@ -22,9 +22,9 @@ from pulumi import automation as auto
 from infercrane_pulumi.automation import project, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.results import StackResult
+from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.run import (
     DEFAULT_OPTIONS,
-    Operation,
     RunOptions,
     exclusive,
     run,

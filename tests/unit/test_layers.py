@@ -55,6 +55,7 @@ RANKS = {
     "automation.project": 12,
     "automation.results": 12,
     "automation.targets": 12,
+    "automation.planning": 12,
     "automation.leases": 13,
     "automation.recovery": 13,
     "automation.stacks": 14,
@@ -156,7 +157,18 @@ def engine_calls(path: Path) -> list[str]:
     on anything but ``self`` (the Automation API's ``Stack``), and a Pulumi CLI command line
     spelled out (a list or tuple starting with the operation, as the run path's own)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    # A ``Literal["up", ...]`` type names operations; it starts none.
+    types = {
+        id(node.slice)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "Literal"
+    }
+    for node in ast.walk(tree):
+        if id(node) in types:
+            continue
         if isinstance(node, ast.List | ast.Tuple) and node.elts:
             first = node.elts[0]
             if isinstance(first, ast.Constant) and first.value in ENGINE_OPERATIONS:

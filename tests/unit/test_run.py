@@ -1,4 +1,5 @@
-"""The run path's decisions before the engine starts, over one snapshot of the namespace."""
+"""The run path's decisions before the engine starts, over one snapshot of the namespace, and
+what a failed engine run means."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from infercrane_pulumi import naming, preflighted, workloads
 from infercrane_pulumi.automation import targets
-from infercrane_pulumi.automation.run import Operation, failed, plan_run
+from infercrane_pulumi.automation.planning import Operation, plan_run
+from infercrane_pulumi.automation.run import failed
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.deletion import Doomed
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
