@@ -29,7 +29,7 @@ The failure model (README, "State, locks, concurrency"):
 What this does not cover: a holder frozen (SIGSTOP, a paused VM) for longer than the server's
 keepalives, which resumes and writes before its next heartbeat; and a writer that takes no
 lease (a person's ``pulumi up`` on the same backend), whose live lock would be broken.
-The only importer of ``psycopg``.
+The database itself is behind ``leasedb``.
 """
 
 from __future__ import annotations
@@ -38,45 +38,17 @@ import contextlib
 import secrets
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-import psycopg
-from psycopg.rows import TupleRow
-
-from infercrane_pulumi.automation import backends, fencing
+from infercrane_pulumi.automation import backends, fencing, leasedb
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.errors import (
-    BackendRefusedError,
-    BackendUnavailableError,
-    InferCraneError,
-    StackBusyError,
-)
+from infercrane_pulumi.automation.leasedb import CLIENT_TIMEOUT_MS
+from infercrane_pulumi.errors import BackendUnavailableError, StackBusyError
 
 HEARTBEAT_SECONDS = 1.0
-CLIENT_TIMEOUT_MS = 3000  # libpq: a heartbeat unanswered this long fails (tcp_user_timeout)
-CONNECT_SECONDS = 5
-# The server gives a silent session (and its lease) up after idle + count x interval seconds.
-SERVER_KEEPALIVES: Mapping[str, int] = {
-    "tcp_keepalives_idle": 5,
-    "tcp_keepalives_interval": 2,
-    "tcp_keepalives_count": 3,
-    "tcp_user_timeout": 10_000,
-}
 # A previous holder that lost its lease has stopped its engine this long after losing it.
 FENCE_SECONDS = HEARTBEAT_SECONDS + CLIENT_TIMEOUT_MS / 1000 + 1.0
-Connection = psycopg.Connection[TupleRow]
-_CLIENT: Mapping[str, Any] = {
-    "application_name": "infercrane-lease",
-    "autocommit": True,
-    "connect_timeout": CONNECT_SECONDS,
-    "keepalives": 1,
-    "keepalives_idle": 1,
-    "keepalives_interval": 1,
-    "keepalives_count": 3,
-    "tcp_user_timeout": CLIENT_TIMEOUT_MS,
-}
 
 
 @dataclass
@@ -84,14 +56,14 @@ class Lease:
     """One stack's lease, held by this process's connection until released or lost."""
 
     stack_name: str
-    connection: Connection = field(repr=False)
+    connection: leasedb.Connection = field(repr=False)
     acquired: float = field(default_factory=time.monotonic)
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     lost: threading.Event = field(default_factory=threading.Event)
 
     def alive(self) -> bool:
         """Ask the server now; a lease found lost stops the run's processes at once."""
-        if not self.lost.is_set() and _answers(self.connection, CLIENT_TIMEOUT_MS / 1000):
+        if not self.lost.is_set() and leasedb.answers(self.connection, CLIENT_TIMEOUT_MS / 1000):
             return True
         self.lost.set()
         fencing.stop(self.token)
@@ -128,7 +100,7 @@ def held(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> Iterat
     if mine in _held:
         yield _held[mine]
         return
-    connection = connect(database)
+    connection = leasedb.connect(database)
     try:
         _acquire(connection, key, stack_name, wait_seconds)
         lease = Lease(stack_name, connection)
@@ -145,49 +117,9 @@ def held(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> Iterat
             done.set()
             keeper.join()
             if not lease.lost.is_set():
-                with contextlib.suppress(psycopg.Error):
-                    connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                leasedb.unlock(connection, key)
     finally:
         connection.close()
-
-
-def connect(database: backends.Database) -> Connection:
-    """A connection to the lease database; every failure a one-line typed error."""
-    shown = backends.redact(database.url)
-    try:
-        connection = psycopg.connect(database.conninfo, password=database.password, **_CLIENT)
-    except psycopg.Error as error:
-        raise _connect_error(error, shown) from None
-    try:
-        for name, value in SERVER_KEEPALIVES.items():
-            connection.execute("SELECT set_config(%s, %s, false)", (name, str(value)))
-    except psycopg.Error as error:
-        connection.close()
-        raise _query_error(error, shown) from None
-    return connection
-
-
-def probe(database: backends.Database, *, state: bool) -> None:
-    """Raise the typed error a run on this database would meet, before anything is written:
-    unreachable, refused, or (``state``: it holds the Pulumi state too) a state table that is
-    missing and that we may not create."""
-    shown = backends.redact(database.url)
-    with connect(database) as connection:
-        if not state:
-            return
-        try:
-            found = connection.execute("SELECT to_regclass(%s) IS NOT NULL", (database.table,))
-            exists = bool(_one(found))
-            may_create = connection.execute(
-                "SELECT has_schema_privilege(current_schema(), 'CREATE')"
-            )
-            if not exists and not _one(may_create):
-                raise BackendRefusedError(
-                    f"backend {shown}: table {database.table} is missing and this role may "
-                    "not create it"
-                )
-        except psycopg.Error as error:
-            raise _query_error(error, shown) from None
 
 
 def lost(stack_name: str) -> BackendUnavailableError:
@@ -198,84 +130,23 @@ def lost(stack_name: str) -> BackendUnavailableError:
 
 
 def _acquire(
-    connection: Connection,
+    connection: leasedb.Connection,
     key: int,
     stack_name: str,
     wait_seconds: float,
 ) -> None:
-    busy = StackBusyError(
-        f"stack {stack_name}: another replica holds its lease"
-        + (f" (waited {wait_seconds:.0f}s)" if wait_seconds > 0 else "")
-    )
     try:
-        if wait_seconds <= 0:
-            if not _one(connection.execute("SELECT pg_try_advisory_lock(%s)", (key,))):
-                raise busy
-            return
-        # Waits in the server: woken the moment the holder's session ends.
-        timeout = f"{max(1, int(wait_seconds * 1000))}ms"
-        connection.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
-        connection.execute("SELECT pg_advisory_lock(%s)", (key,))
-        connection.execute("SELECT set_config('lock_timeout', '0', false)")
-    except psycopg.errors.LockNotAvailable:
-        raise busy from None
-    except psycopg.Error as error:
-        raise _query_error(error, f"lease of stack {stack_name}") from None
+        leasedb.try_lock(
+            connection, key, wait_seconds=wait_seconds, subject=f"lease of stack {stack_name}"
+        )
+    except leasedb.Refused:
+        raise StackBusyError(
+            f"stack {stack_name}: another replica holds its lease"
+            + (f" (waited {wait_seconds:.0f}s)" if wait_seconds > 0 else "")
+        ) from None
 
 
 def _keep(lease: Lease, done: threading.Event) -> None:
     """Heartbeat the lease; once lost, its run is stopped before anyone else may run."""
     while not done.wait(HEARTBEAT_SECONDS) and lease.alive():
         pass
-
-
-def _answers(connection: Connection, timeout: float) -> bool:
-    """Whether the server answers a query within ``timeout``. The query runs in a thread of
-    its own: a connection that TCP still believes open (a middlebox swallowing packets) may
-    never answer, and the caller must not wait for it. Such a thread ends when the
-    connection is closed."""
-    answered: list[bool] = []
-    finished = threading.Event()
-
-    def ask() -> None:
-        try:
-            connection.execute("SELECT 1")
-            answered.append(True)
-        except psycopg.Error:
-            pass
-        finally:
-            finished.set()
-
-    threading.Thread(target=ask, name="lease-heartbeat", daemon=True).start()
-    return finished.wait(timeout) and bool(answered)
-
-
-def _one(cursor: psycopg.Cursor[TupleRow]) -> object:
-    row = cursor.fetchone()
-    return None if row is None else row[0]
-
-
-def _connect_error(error: psycopg.Error, shown: str) -> InferCraneError:
-    """Decided by what the server did, not by its text (which may be translated): a server
-    that asked for our password reached authentication, so its refusal is about us (the
-    password, the user, the database); anything earlier (no answer, starting up, shutting
-    down, full) is the server being unavailable. Never the client's message: it may quote
-    the connection's parameters."""
-    connection = getattr(error, "pgconn", None)
-    authenticated = connection is not None and (
-        connection.used_password or connection.needs_password
-    )
-    if authenticated:
-        return BackendRefusedError(
-            f"backend {shown}: refused the connection (wrong user or password, missing "
-            "database, or not allowed)"
-        )
-    return BackendUnavailableError(
-        f"backend {shown}: unreachable, or not accepting sessions (starting, stopping, full)"
-    )
-
-
-def _query_error(error: psycopg.Error, subject: str) -> InferCraneError:
-    if isinstance(error, psycopg.errors.InsufficientPrivilege):
-        return BackendRefusedError(f"{subject}: permission denied")
-    return BackendUnavailableError(f"{subject}: the database failed ({type(error).__name__})")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
-from infercrane_pulumi.automation import backends, leases
+from infercrane_pulumi.automation import backends, leasedb
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.locks import stack_locks
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
@@ -55,7 +55,7 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
     if env.state_dir is not None:
         env.state_dir.mkdir(parents=True, exist_ok=True)
     if env.lease_database is not None:  # a bad URL or password fails here, typed, in one line
-        leases.probe(env.lease_database, state=backends.is_postgres(env.backend))
+        leasedb.probe(env.lease_database, state=backends.is_postgres(env.backend))
     command = None
     if env.bin_dir is not None:
         command = auto.PulumiCommand(root=str(env.bin_dir.parent))

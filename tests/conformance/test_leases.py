@@ -26,7 +26,7 @@ from infercrane_dev.localcluster.ports import LOOPBACK, free_port
 from infercrane_dev.statestores.postgres import PostgresServer
 from infercrane_dev.statestores.s3 import S3Server
 from infercrane_pulumi import automation, errors
-from infercrane_pulumi.automation import backends, fencing, leases, project, stacks
+from infercrane_pulumi.automation import backends, fencing, leasedb, leases, project, stacks
 from infercrane_pulumi.errors import (
     BackendRefusedError,
     BackendUnavailableError,
@@ -141,7 +141,7 @@ def test_a_terminated_session_stops_the_run_and_fails_retryably(
                 "WHERE application_name = 'infercrane-lease'"
             )
         started = time.monotonic()
-        engine.wait(timeout=leases.HEARTBEAT_SECONDS + leases.CLIENT_TIMEOUT_MS / 1000 + 2)
+        engine.wait(timeout=leases.HEARTBEAT_SECONDS + leasedb.CLIENT_TIMEOUT_MS / 1000 + 2)
         stopped = time.monotonic() - started
         with pytest.raises(BackendUnavailableError) as lost:
             lease.check()
@@ -168,7 +168,7 @@ def test_a_holder_behind_a_silent_link_stops_its_run_before_the_server_frees_the
             assert elsewhere(postgres_server, tmp_path, "partitioned") == "stack-busy"
     finally:
         proxy.cut()
-    bound = leases.HEARTBEAT_SECONDS + leases.CLIENT_TIMEOUT_MS / 1000
+    bound = leases.HEARTBEAT_SECONDS + leasedb.CLIENT_TIMEOUT_MS / 1000
     assert engine.returncode == -9 and stopped <= bound + 1
     show(pytestconfig, f"lease: a holder behind a silent link stopped its run {stopped:.1f}s after")
 
@@ -187,7 +187,7 @@ def test_probe_names_each_bad_backend_in_one_line_without_the_password(
 
     def refusal(url: str) -> InferCraneError:
         with pytest.raises(InferCraneError) as refused:
-            leases.probe(backends.database(url), state=True)
+            leasedb.probe(backends.database(url), state=True)
         assert password not in str(refused.value)
         assert len(refused.value.problems) == 1
         return refused.value

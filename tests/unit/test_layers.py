@@ -56,6 +56,7 @@ RANKS = {
     "automation.results": 12,
     "automation.targets": 12,
     "automation.planning": 12,
+    "automation.leasedb": 12,
     "automation.leases": 13,
     "automation.recovery": 13,
     "automation.stacks": 14,
@@ -70,7 +71,7 @@ RANKS = {
 # The only modules that may open the door to each outside world (product modules only).
 DOORS = {
     "kubernetes": {"cluster.client"},
-    "psycopg": {"automation.leases"},
+    "psycopg": {"automation.leasedb"},
     "pulumi.automation": {
         "automation",
         "automation.environment",

@@ -1,0 +1,165 @@
+"""The lease database's door: the only importer of ``psycopg``.
+
+Connections tuned so that a lost peer is noticed in seconds on both sides (client keepalives
+and a user timeout; the server's per-session keepalives), the advisory-lock statements a lease
+is made of, a query that must answer within a deadline, and every failure as a one-line typed
+error decided by what the server did, never by its text and never with the URL's password.
+The lease protocol itself (who may run a stack, heartbeats, fencing) is ``leases``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+from psycopg.rows import TupleRow
+
+from infercrane_pulumi.automation import backends
+from infercrane_pulumi.errors import (
+    BackendRefusedError,
+    BackendUnavailableError,
+    InferCraneError,
+)
+
+CLIENT_TIMEOUT_MS = 3000  # libpq: a heartbeat unanswered this long fails (tcp_user_timeout)
+CONNECT_SECONDS = 5
+# The server gives a silent session (and its lease) up after idle + count x interval seconds.
+SERVER_KEEPALIVES: Mapping[str, int] = {
+    "tcp_keepalives_idle": 5,
+    "tcp_keepalives_interval": 2,
+    "tcp_keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
+Connection = psycopg.Connection[TupleRow]
+_CLIENT: Mapping[str, Any] = {
+    "application_name": "infercrane-lease",
+    "autocommit": True,
+    "connect_timeout": CONNECT_SECONDS,
+    "keepalives": 1,
+    "keepalives_idle": 1,
+    "keepalives_interval": 1,
+    "keepalives_count": 3,
+    "tcp_user_timeout": CLIENT_TIMEOUT_MS,
+}
+
+
+class Refused(Exception):
+    """The advisory lock was not had: held by another session (at once, or within the wait)."""
+
+
+def connect(database: backends.Database) -> Connection:
+    """A connection to the lease database; every failure a one-line typed error."""
+    shown = backends.redact(database.url)
+    try:
+        connection = psycopg.connect(database.conninfo, password=database.password, **_CLIENT)
+    except psycopg.Error as error:
+        raise _connect_error(error, shown) from None
+    try:
+        for name, value in SERVER_KEEPALIVES.items():
+            connection.execute("SELECT set_config(%s, %s, false)", (name, str(value)))
+    except psycopg.Error as error:
+        connection.close()
+        raise _query_error(error, shown) from None
+    return connection
+
+
+def probe(database: backends.Database, *, state: bool) -> None:
+    """Raise the typed error a run on this database would meet, before anything is written:
+    unreachable, refused, or (``state``: it holds the Pulumi state too) a state table that is
+    missing and that we may not create."""
+    shown = backends.redact(database.url)
+    with connect(database) as connection:
+        if not state:
+            return
+        try:
+            found = connection.execute("SELECT to_regclass(%s) IS NOT NULL", (database.table,))
+            exists = bool(_one(found))
+            may_create = connection.execute(
+                "SELECT has_schema_privilege(current_schema(), 'CREATE')"
+            )
+            if not exists and not _one(may_create):
+                raise BackendRefusedError(
+                    f"backend {shown}: table {database.table} is missing and this role may "
+                    "not create it"
+                )
+        except psycopg.Error as error:
+            raise _query_error(error, shown) from None
+
+
+def answers(connection: Connection, timeout: float) -> bool:
+    """Whether the server answers a query within ``timeout``. The query runs in a thread of
+    its own: a connection that TCP still believes open (a middlebox swallowing packets) may
+    never answer, and the caller must not wait for it. Such a thread ends when the
+    connection is closed."""
+    answered: list[bool] = []
+    finished = threading.Event()
+
+    def ask() -> None:
+        try:
+            connection.execute("SELECT 1")
+            answered.append(True)
+        except psycopg.Error:
+            pass
+        finally:
+            finished.set()
+
+    threading.Thread(target=ask, name="lease-heartbeat", daemon=True).start()
+    return finished.wait(timeout) and bool(answered)
+
+
+def _one(cursor: psycopg.Cursor[TupleRow]) -> object:
+    row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+def _connect_error(error: psycopg.Error, shown: str) -> InferCraneError:
+    """Decided by what the server did, not by its text (which may be translated): a server
+    that asked for our password reached authentication, so its refusal is about us (the
+    password, the user, the database); anything earlier (no answer, starting up, shutting
+    down, full) is the server being unavailable. Never the client's message: it may quote
+    the connection's parameters."""
+    connection = getattr(error, "pgconn", None)
+    authenticated = connection is not None and (
+        connection.used_password or connection.needs_password
+    )
+    if authenticated:
+        return BackendRefusedError(
+            f"backend {shown}: refused the connection (wrong user or password, missing "
+            "database, or not allowed)"
+        )
+    return BackendUnavailableError(
+        f"backend {shown}: unreachable, or not accepting sessions (starting, stopping, full)"
+    )
+
+
+def _query_error(error: psycopg.Error, subject: str) -> InferCraneError:
+    if isinstance(error, psycopg.errors.InsufficientPrivilege):
+        return BackendRefusedError(f"{subject}: permission denied")
+    return BackendUnavailableError(f"{subject}: the database failed ({type(error).__name__})")
+
+
+def try_lock(connection: Connection, key: int, *, wait_seconds: float, subject: str) -> None:
+    """Take the session-level advisory lock ``key``: at once, or waiting in the server (woken
+    the moment its holder's session ends) up to ``wait_seconds``; ``Refused`` if not had."""
+    try:
+        if wait_seconds <= 0:
+            if not _one(connection.execute("SELECT pg_try_advisory_lock(%s)", (key,))):
+                raise Refused
+            return
+        timeout = f"{max(1, int(wait_seconds * 1000))}ms"
+        connection.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
+        connection.execute("SELECT pg_advisory_lock(%s)", (key,))
+        connection.execute("SELECT set_config('lock_timeout', '0', false)")
+    except psycopg.errors.LockNotAvailable:
+        raise Refused from None
+    except psycopg.Error as error:
+        raise _query_error(error, subject) from None
+
+
+def unlock(connection: Connection, key: int) -> None:
+    """Release the advisory lock ``key``; a connection already gone released it."""
+    with contextlib.suppress(psycopg.Error):
+        connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
