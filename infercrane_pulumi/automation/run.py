@@ -8,7 +8,7 @@ Before the engine starts, ``planning`` decides over one snapshot of the namespac
 no-op (the engine does not start), the keys worked on, a refresh when the cluster drifted, the
 ownership rule and the strict dry-run of what is applied, and what the run deletes itself, each
 object by the uid just checked (``cluster.ownership``, ``cluster.deletion``): an ``up`` deletes
-before the engine starts, and a destroy then runs the engine without the program, to forget.
+once the engine has forgotten them, a destroy first, then runs the engine without the program.
 
 The engine then runs with a private directory (the refusal channel, and the run's TMPDIR,
 because pulumi-kubernetes writes the whole kubeconfig to a temporary file on every configure
@@ -116,9 +116,11 @@ def run(
                 refresh=options.refresh,
                 exclusive=alone,
             )
-            deletion.delete_all(cluster, config.kubernetes, plan.deletions)
             if plan.unchanged:
+                deletion.delete_all(cluster, config.kubernetes, plan.deletions)
                 return results.unchanged(operation, stack.name, config, last_run)
+            if operation == "destroy":  # the engine, without the program, then forgets them
+                deletion.delete_all(cluster, config.kubernetes, plan.deletions)
             if lease is None:
                 _engine(
                     stack,
@@ -139,11 +141,16 @@ def run(
                     on_event=record,
                     lease=lease,
                 )
-        except RunFailedError as failed:
+            if operation == "up":
+                # After the engine forgot them (it never deletes: retainOnDelete), so that its
+                # events report each removed key, and a refresh never drops what it must
+                # forget. A run killed in between leaves them marked: the next run deletes them.
+                deletion.delete_all(cluster, config.kubernetes, plan.deletions)
+        except RunFailedError as error:
             try:
                 cluster.version()
             except ClusterUnavailableError as unreachable:
-                raise ClusterUnavailableError([*unreachable.problems, *failed.problems]) from failed
+                raise ClusterUnavailableError([*unreachable.problems, *error.problems]) from error
             raise
     return results.stack_result(operation, stack.name, config, events)
 
