@@ -24,13 +24,13 @@ from infercrane_pulumi import manifests, views, workloads
 from infercrane_pulumi.automation import (
     EnvironmentFlags,
     Operation,
+    PulumiEnvironment,
     RunOptions,
-    project,
+    inspect_stack_file,
     resolve_environment,
-    results,
     run_stack_file,
 )
-from infercrane_pulumi.cluster import client, doctor, observe
+from infercrane_pulumi.cluster import client, doctor
 from infercrane_pulumi.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -92,16 +92,7 @@ def run_doctor(args: argparse.Namespace, ctx: Context) -> views.Result:
     return views.Result("doctor", ok, data=views.to_json(rows), header=header, rows=table)
 
 
-def inspect(args: argparse.Namespace, ctx: Context) -> views.Result:
-    config = _config(args)
-    keys = None if args.key is None else [args.key]
-    found = observe.observe(ctx.connect(config.kubernetes), config, keys)
-    header, table = views.observation_table(found)
-    return views.Result("inspect", True, data=views.to_json(found), header=header, rows=table)
-
-
-def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
-    """``preview``, ``up``, ``destroy`` or ``remove`` of the stack file, per-key results."""
+def _environment(args: argparse.Namespace, ctx: Context) -> PulumiEnvironment:
     flags = EnvironmentFlags(
         backend_url=args.backend_url,
         lease_url=args.lease_url,
@@ -109,7 +100,20 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
         pulumi_home=args.pulumi_home,
         tools_bin=args.tools_bin,
     )
-    env = resolve_environment(flags, ctx.environ)
+    return resolve_environment(flags, ctx.environ)
+
+
+def inspect(args: argparse.Namespace, ctx: Context) -> views.Result:
+    """Each key as ``NamespaceStack.observe`` judges it: against what the stack applied."""
+    keys = None if args.key is None else [args.key]
+    found = inspect_stack_file(_stack_file(args), _environment(args, ctx), ctx.connect, keys)
+    header, table = views.observation_table(found)
+    return views.Result("inspect", True, data=views.to_json(found), header=header, rows=table)
+
+
+def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
+    """``preview``, ``up``, ``destroy`` or ``remove`` of the stack file, per-key results."""
+    env = _environment(args, ctx)
 
     def on_event(event: Any) -> None:
         record = views.progress_record(event)
@@ -129,13 +133,12 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
         _stack_file(args), env, operation, options=options, remove_key=remove_key
     )
     if args.format == "markdown":
-        review = results.review(result, project.PROJECT_NAME)
-        return views.Result(args.command, True, text=comments.comment([review]))
+        return views.Result(args.command, True, text=comments.comment([result]))
     header, rows = views.stack_result_table(result)
     return views.Result(
         args.command,
         True,
-        data=views.stack_result_json(result),
+        data=comments.stack_json(result),
         header=header,
         rows=rows,
         footer=views.summary_line(result),
@@ -183,6 +186,9 @@ def _backend(command: argparse.ArgumentParser) -> None:
         ("--tools-bin", "dir holding `pulumi`; default: $INFERCRANE_TOOLS_BIN, else PATH"),
     ):
         command.add_argument(flag, help=default)
+
+
+def _progress(command: argparse.ArgumentParser) -> None:
     command.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a busy stack")
     command.add_argument("--events", action="store_true", help="progress as JSON Lines on stderr")
 
@@ -222,7 +228,7 @@ def _diff_sides(command: argparse.ArgumentParser) -> None:
     command.add_argument("--base", required=True, help="git ref to compare against")
 
 
-RUN = (_stack, _project_dir, _backend)
+RUN = (_stack, _project_dir, _backend, _progress)
 COMMANDS: tuple[Command, ...] = (
     Command(
         "render",
@@ -238,8 +244,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "inspect",
-        "observe each replica: state, reason, objects and their raw conditions",
-        (_stack_or_file, _project_dir, _key(required=False)),
+        "observe each applied replica: state, reason, objects and their raw conditions",
+        (_stack_or_file, _project_dir, _backend, _key(required=False)),
         inspect,
     ),
     Command(
@@ -256,7 +262,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "remove",
-        "delete one key's objects, keep every other applied intent as applied",
+        "delete one key's objects, keep every other key as the stack applied it",
         (*RUN, _refresh, _key(required=True)),
         run_stack,
     ),

@@ -71,6 +71,9 @@ def build_program(preflight: Preflight) -> Callable[[], None]:
         }
         pulumi.export("namespace", config.kubernetes.namespace)
         pulumi.export("workloadApi", config.kubernetes.workload_api)
+        # What was applied, but the credentials: a ``remove`` or an observation from any
+        # process judges against it, never against a file's pending edits.
+        pulumi.export(naming.SETTINGS_OUTPUT, naming.settings_record(config.kubernetes))
         pulumi.export("replicas", replicas)
 
     return program

@@ -3,7 +3,9 @@
 Handlers of the command line return a ``Result``; ``emit``/``emit_error`` are the one renderer
 (a table, YAML or Markdown text, or with ``--json`` the envelope), writing to the stream they
 are given. The JSON shapes are the ones ``schemas/`` describes, so a control plane in any
-language can rely on them.
+language can rely on them; a stack's change has one (``review.comments.stack_json``), whatever
+command made it. Progress lines carry the engine's diagnostics sanitized as the run's errors
+are (``run.sanitized``).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from typing import Any, TextIO
 from pydantic.alias_generators import to_camel
 
 from infercrane_pulumi.automation.results import EngineEvent, StackResult, step_of
+from infercrane_pulumi.automation.run import sanitized
 from infercrane_pulumi.cluster.doctor import DoctorRow
 from infercrane_pulumi.cluster.observe import ReplicaObservation, conditions_summary
 from infercrane_pulumi.errors import InferCraneError
 
-ENVELOPE_VERSION = "infercrane.dev/cli/v1"
+ENVELOPE_VERSION = "infercrane.dev/cli/v2"
 PROGRESS_VERSION = "infercrane.dev/progress/v1"
 Table = tuple[list[str], list[list[str]]]
 
@@ -79,12 +82,6 @@ def to_json(value: Any) -> Any:
     return value
 
 
-def stack_result_json(result: StackResult) -> dict[str, Any]:
-    document: dict[str, Any] = to_json(result)
-    document["summary"]["changes"] = result.summary.changes
-    return document
-
-
 def stack_result_table(result: StackResult) -> Table:
     rows = [
         [
@@ -131,10 +128,12 @@ def progress_record(event: EngineEvent) -> dict[str, Any] | None:
     record: dict[str, Any] = {"apiVersion": PROGRESS_VERSION, "sequence": event.sequence}
     if event.diagnostic_event is not None:
         diagnostic = event.diagnostic_event
+        # Like the run's errors: no raw client output, no credentials in a URL.
+        lines = diagnostic.message.strip().splitlines()
         return record | {
             "type": "diagnostic",
             "severity": diagnostic.severity,
-            "message": diagnostic.message.strip(),
+            "message": "\n".join(sanitized(line.rstrip()) for line in lines),
         }
     if event.summary_event is not None:
         changes = event.summary_event.resource_changes or {}

@@ -20,7 +20,7 @@ from infercrane_pulumi.automation.namespaces import NamespaceOutcome, NamespaceS
 from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.results import StackResult
 from infercrane_pulumi.automation.run import RunOptions
-from infercrane_pulumi.automation.stackfiles import run_stack_file
+from infercrane_pulumi.automation.stackfiles import inspect_stack_file, run_stack_file
 from infercrane_pulumi.automation.stacks import applied, open_stack
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "StackResult",
     "applied",
     "ensure_many",
+    "inspect_stack_file",
     "open_stack",
     "resolve_environment",
     "run_stack_file",

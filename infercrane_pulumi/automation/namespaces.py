@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pulumi import automation as auto
 
+from infercrane_pulumi import naming
 from infercrane_pulumi.automation import project, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation
@@ -73,11 +73,13 @@ class NamespaceStack:
         return self._run("preview", self.config(intents))
 
     def remove(self, external_key: str) -> results.StackResult:
-        """Delete one key's objects and keep every other applied intent (no-op if absent)."""
+        """Delete one key's objects and keep every other key as the stack applied it, its
+        applied settings included (``stacks.removal``; no-op if absent)."""
         with self._exclusive():  # no other replica's run lands between the read and ours
-            applied = stacks.applied(self.stack())
-            kept = [i for i in applied.intents if i.external_key != external_key]
-            return self._run("up", self.config(kept), applied)
+            config, applied = stacks.removal(
+                self.stack(), external_key, self.settings, self._connect
+            )
+            return self._run("up", config, applied)
 
     def destroy(self) -> results.StackResult:
         """Delete every object of the stack (the preflight still runs first)."""
@@ -86,13 +88,13 @@ class NamespaceStack:
             return self._run("destroy", self.config(applied.intents), applied)
 
     def observe(self, external_key: str | None = None) -> list[observe.ReplicaObservation]:
-        """The live state of every applied key (or one), read fresh from the cluster."""
-        config = self.config(self.applied())
+        """The live state of every applied key (or one), read fresh from the cluster and
+        judged against what the stack applied (``stacks.observe_applied``)."""
         keys = None if external_key is None else [external_key]
-        return observe.observe(client.connect(self._local_settings()), config, keys)
+        return stacks.observe_applied(self.stack(), self.settings, self._connect, keys)
 
     def doctor(self) -> list[doctor.DoctorRow]:
-        return doctor.doctor(client.connect(self._local_settings()), self.settings)
+        return doctor.doctor(self._connect(self.settings), self.settings)
 
     def applied(self) -> list[ReplicaIntent]:
         """The intents of the last successful run, from the stack's outputs in the backend."""
@@ -118,8 +120,8 @@ class NamespaceStack:
     def _exclusive(self) -> contextlib.AbstractContextManager[object]:
         return exclusive(self.env, self.stack_name, self.wait_seconds)
 
-    def _local_settings(self) -> KubernetesSettings:
-        return local_settings(self.settings, self.env)
+    def _connect(self, settings: KubernetesSettings) -> client.Cluster:
+        return client.connect(local_settings(settings, self.env))
 
     def _write(self, stack: auto.Stack, config: StackConfig) -> None:
         """Write ``config`` into the stack file, the kubeconfig through Pulumi as a secret.
@@ -132,9 +134,7 @@ class NamespaceStack:
         text = path.read_text(encoding="utf-8") if path.exists() else ""
         document = yaml.safe_load(text) or {}
         section = document.setdefault("config", {})
-        settings: dict[str, Any] = config.kubernetes.model_dump(
-            mode="json", by_alias=True, exclude_none=True, exclude={"kubeconfig"}
-        )
+        settings = naming.settings_record(config.kubernetes)
         digest = hashlib.sha256((config.kubernetes.kubeconfig or "").encode()).hexdigest()
         encrypted = (section.get(KUBERNETES_KEY) or {}).get("kubeconfig")
         kept = digest == self._kubeconfig_digest and isinstance(encrypted, dict)

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import yaml
 
+from infercrane_pulumi import naming
 from infercrane_pulumi.intents import STACK_CONFIG_DIR
 
-PROJECT_NAME = "infercrane"
+PROJECT_NAME = naming.PROJECT_NAME
 ENTRY_POINT = "from infercrane_pulumi.program import main\n\nmain()\n"
 
 

@@ -1,4 +1,5 @@
-"""What a run did (or would do), per external key, taken from the engine's events.
+"""What a run did (or would do), per external key, taken from the engine's events: a
+``StackResult``, which is the one change type of ``review.changes`` (``StackChanges``).
 
 The engine reports each step on a resource as a structured event: the operation, the resource's
 type and URN, its old and new inputs and outputs, and the properties that differ. Our objects
@@ -26,12 +27,9 @@ from infercrane_pulumi.review.changes import (
     Drift,
     KeyChange,
     ObjectChange,
-    Rename,
     StackChanges,
-    Summary,
     find_renames,
     key_change,
-    most_consequential_first,
     object_change,
 )
 
@@ -66,20 +64,9 @@ class Step:
     new: Mapping[str, Any] | None  # inputs after it
 
 
-@dataclass(frozen=True)
-class StackResult:
-    operation: str  # preview | up | destroy
-    stack: str
-    namespace: str
-    summary: Summary
-    replicas: tuple[KeyChange, ...]  # stack keys in stack order, then the keys it deleted
-    drift: tuple[Drift, ...]
-    renames: tuple[Rename, ...] = ()
-    # Every key verified unchanged against the cluster: the engine did not run.
-    verified_unchanged: bool = False
-
-    def replica(self, external_key: str) -> KeyChange | None:
-        return next((r for r in self.replicas if r.external_key == external_key), None)
+# What a run did (or would do): the one change type, as every driver names it.
+StackResult = StackChanges
+VERIFIED_NOTE = "Every key verified unchanged against the cluster: the engine did not run."
 
 
 def _state(meta: auto.events.StepEventStateMetadata | None) -> tuple[Mapping[str, Any], ...]:
@@ -189,9 +176,9 @@ def stack_result(
 
     return StackResult(
         operation=operation,
+        project=naming.PROJECT_NAME,
         stack=stack,
         namespace=settings.namespace,
-        summary=Summary.of(r.change for r in replicas),
         replicas=tuple(replicas),
         drift=tuple(drift_of(steps)),
         renames=tuple(find_renames(inputs("delete"), inputs("create"))),
@@ -216,24 +203,10 @@ def unchanged(operation: str, stack: str, config: StackConfig, applied: Applied)
     )
     return StackResult(
         operation=operation,
+        project=naming.PROJECT_NAME,
         stack=stack,
         namespace=settings.namespace,
-        summary=Summary.of(r.change for r in replicas),
         replicas=replicas,
-        drift=(),
+        notes=(VERIFIED_NOTE,),
         verified_unchanged=True,
-    )
-
-
-def review(result: StackResult, project: str) -> StackChanges:
-    """The run in the reviewers' shape: most consequential keys first, unchanged ones too."""
-    verified = "Every key verified unchanged against the cluster: the engine did not run."
-    return StackChanges(
-        operation=result.operation,
-        project=project,
-        stack=result.stack,
-        replicas=most_consequential_first(result.replicas),
-        renames=result.renames,
-        drift=result.drift,
-        notes=(verified,) * result.verified_unchanged,
     )

@@ -7,28 +7,36 @@ it does) runs a stack file the way ``NamespaceStack`` runs its stacks: the gener
 encryption salt and ``secure:`` values stay valid: they depend on the passphrase only), and
 ``run.run`` with the file's validated configuration. The file itself is never written. The
 stack is the same one in the backend as the repository project's (same project name), so a
-person's ``pulumi up`` and these runs share state.
+person's ``pulumi up`` and these runs share state. ``remove`` and ``inspect`` answer as
+``NamespaceStack`` does, from what the stack applied (``stacks.removal``,
+``stacks.observe_applied``): the file gives them its kubeconfig, never its pending edits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pulumi import automation as auto
 
+from infercrane_pulumi import naming
 from infercrane_pulumi.automation import project, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.automation.results import StackResult
 from infercrane_pulumi.automation.planning import Operation
+from infercrane_pulumi.automation.results import StackResult
 from infercrane_pulumi.automation.run import (
     DEFAULT_OPTIONS,
     RunOptions,
     exclusive,
+    local_settings,
     run,
 )
+from infercrane_pulumi.cluster import client, observe
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
@@ -48,6 +56,16 @@ def stack_name(path: Path) -> str:
     return match["stack"]
 
 
+@dataclass(frozen=True)
+class _Opened:
+    """A stack file's stack, opened in a private workspace."""
+
+    stack: auto.Stack
+    config: StackConfig  # the file's, validated; encrypted kubeconfig contents decrypted
+    document: dict[str, Any]  # the file's YAML
+    copy: Path  # the file's copy, which the program reads
+
+
 def run_stack_file(
     path: Path,
     env: PulumiEnvironment,
@@ -56,34 +74,76 @@ def run_stack_file(
     options: RunOptions = DEFAULT_OPTIONS,
     remove_key: str | None = None,
 ) -> StackResult:
-    """Run ``operation`` on the stack ``path`` configures. With ``remove_key``: an ``up`` of
-    the stack's applied intents without that key (the file's pending edits are not applied)."""
+    """Run ``operation`` on the stack ``path`` configures. With ``remove_key``: the one
+    ``remove`` (``stacks.removal``), an ``up`` of what the stack applied (its intents and its
+    settings) without that key; the file gives only its kubeconfig, none of its pending
+    edits."""
+    with _opened(path, env) as opened:
+        stack = opened.stack
+        with exclusive(env, stack.name, options.wait_seconds):  # what it reads stays true
+            if remove_key is None:
+                config, applied = opened.config, stacks.applied(stack)
+            else:
+                config, applied = stacks.removal(
+                    stack,
+                    remove_key,
+                    opened.config.kubernetes,
+                    lambda settings: client.connect(local_settings(settings, env)),
+                )
+                _rewrite(opened, config)
+            return run(stack, env, operation, config, applied=applied, options=options)
+
+
+def inspect_stack_file(
+    path: Path,
+    env: PulumiEnvironment,
+    connect: stacks.Connect,
+    keys: Sequence[str] | None = None,
+) -> list[observe.ReplicaObservation]:
+    """``inspect``: the stack's keys (or ``keys``) judged as ``NamespaceStack.observe`` judges
+    them (``stacks.observe_applied``), against what the stack applied; the file gives the
+    kubeconfig. ``connect`` reads the cluster (the environment's kubeconfig as fallback)."""
+    with _opened(path, env) as opened:
+        return stacks.observe_applied(
+            opened.stack,
+            opened.config.kubernetes,
+            lambda settings: connect(local_settings(settings, env)),
+            keys,
+        )
+
+
+@contextlib.contextmanager
+def _opened(path: Path, env: PulumiEnvironment) -> Iterator[_Opened]:
+    """The file validated all-or-nothing before anything runs, then its stack."""
     name = stack_name(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"{path}: cannot read ({error.strerror})") from error
-    config = parse_stack_text(text, source=str(path))  # all-or-nothing, before anything runs
+    config = parse_stack_text(text, source=str(path))
     document: dict[str, Any] = yaml.safe_load(text)
     with tempfile.TemporaryDirectory(prefix="infercrane-workspace-") as scratch:
         workspace = project.write_project(Path(scratch))
         copy = stack_file(workspace, name)
         copy.write_text(text, encoding="utf-8")
         stack = stacks.open_stack(name, project_dir=workspace, env=env)
-        with exclusive(env, name, options.wait_seconds):  # what it reads stays true
-            if isinstance(document["config"][KUBERNETES_KEY].get("kubeconfig"), dict):
-                # Encrypted contents: this process reads the cluster with them too, as the
-                # program will (and so the program knows its preflight has run).
-                config = _with_kubeconfig(stack, document, config)
-            applied = stacks.applied(stack)
-            if remove_key is not None:
-                kept = [i for i in applied.intents if i.external_key != remove_key]
-                document["config"][REPLICAS_KEY] = [
-                    i.model_dump(mode="json", by_alias=True) for i in kept
-                ]
-                copy.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-                config = config.model_copy(update={"replicas": tuple(kept)})
-            return run(stack, env, operation, config, applied=applied, options=options)
+        if isinstance(document["config"][KUBERNETES_KEY].get("kubeconfig"), dict):
+            # Encrypted contents: this process reads the cluster with them too, as the
+            # program will (and so the program knows its preflight has run).
+            config = _with_kubeconfig(stack, document, config)
+        yield _Opened(stack, config, document, copy)
+
+
+def _rewrite(opened: _Opened, config: StackConfig) -> None:
+    """The copy holding ``config`` for the program: its settings and intents, the file's own
+    kubeconfig entry (encrypted contents stay encrypted)."""
+    section = opened.document["config"]
+    settings = naming.settings_record(config.kubernetes)
+    if "kubeconfig" in section[KUBERNETES_KEY]:
+        settings["kubeconfig"] = section[KUBERNETES_KEY]["kubeconfig"]
+    section[KUBERNETES_KEY] = settings
+    section[REPLICAS_KEY] = [i.model_dump(mode="json", by_alias=True) for i in config.replicas]
+    opened.copy.write_text(yaml.safe_dump(opened.document, sort_keys=False), encoding="utf-8")
 
 
 def _with_kubeconfig(stack: auto.Stack, document: Any, config: StackConfig) -> StackConfig:

@@ -1,5 +1,7 @@
 """Stacks as the Automation API sees them: open one, read what it applied, and say what a
-failure of Pulumi's own means as one of the project's typed errors.
+failure of Pulumi's own means as one of the project's typed errors. What the stack applied
+answers two questions for every driver alike: what a ``remove`` runs (``removal``) and how
+each key is doing (``observe_applied``).
 
 Running an operation is not here: ``automation.run`` is the one place that does. Operations on
 one stack are serialized within this process (``serialized``); across processes Pulumi's stack
@@ -9,17 +11,20 @@ lock decides, and a caller may wait for it up to a deadline (``wait_until_free``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from pulumi import automation as auto
 
+from infercrane_pulumi import naming
 from infercrane_pulumi.automation import backends, leasedb
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.locks import stack_locks
+from infercrane_pulumi.cluster import client, observe, preflight, unchanged
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
 from infercrane_pulumi.errors import (
     ConfigError,
@@ -27,9 +32,11 @@ from infercrane_pulumi.errors import (
     RunFailedError,
     StackBusyError,
 )
-from infercrane_pulumi.intents import ReplicaIntent
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
 
 LOCK_POLL_SECONDS = 0.5
+# How a caller reads the cluster with settings it did not choose (the applied ones).
+Connect = Callable[[KubernetesSettings], client.Cluster]
 
 _guards: dict[tuple[str, str], threading.RLock] = {}
 _guards_lock = threading.Lock()
@@ -99,7 +106,7 @@ def wait_until_free(env: PulumiEnvironment, stack_name: str, wait_seconds: float
 
 def applied(stack: auto.Stack) -> Applied:
     """What the stack's last successful run applied (its outputs, in the backend): each key's
-    intent and its objects' uid and generation.
+    intent and its objects' uid and generation, and the settings it applied them with.
 
     One CLI read of one state version: the SDK's ``Stack.outputs`` reads the outputs twice
     (plain, then with secrets) and a run of another process landing between the two reads
@@ -116,7 +123,9 @@ def applied(stack: auto.Stack) -> Applied:
     try:
         outputs = json.loads(read.stdout or "{}") or {}
         replicas = (outputs.get("replicas") or {}).values()
+        settings = outputs.get(naming.SETTINGS_OUTPUT)
         return Applied(
+            settings=None if settings is None else KubernetesSettings.model_validate(settings),
             intents=tuple(ReplicaIntent.model_validate(entry["intent"]) for entry in replicas),
             objects={
                 entry["intent"]["externalKey"]: tuple(
@@ -137,3 +146,53 @@ def applied(stack: auto.Stack) -> Applied:
             f"stack {stack.name}: its outputs are not what InferCrane writes "
             f"({type(error).__name__}); restore the state from a backup or export"
         ) from None
+
+
+def removal(
+    stack: auto.Stack, external_key: str, settings: KubernetesSettings, connect: Connect
+) -> tuple[StackConfig, Applied]:
+    """The one ``remove`` (the command line's and ``NamespaceStack``'s): what an ``up`` runs to
+    delete one key's objects and keep every other key exactly as the stack applied it, and what
+    the stack applied (for ``run.run``). Hold the stack exclusively from here to the run's end.
+
+    The applied settings come from the stack's outputs, where the program records them at
+    every run (``naming.settings_record``: all but the kubeconfig, so ``settings``' kubeconfig
+    is used). ``settings`` (a stack file's, a control plane's) are never applied otherwise: their
+    pending edits, like pending intents, wait for the next ``up``. Outputs written before the
+    settings were recorded run under ``settings`` only when every kept key is verified against
+    the cluster to be as those settings would apply it (``cluster.unchanged``); otherwise a
+    ``ConfigError`` says to run ``up`` first, which records them. Absent ``external_key``: a
+    run of what the stack applied, which changes nothing."""
+    found = applied(stack)
+    kept = dataclasses.replace(
+        found, intents=tuple(i for i in found.intents if i.external_key != external_key)
+    )
+    config = kept.config(settings)
+    if found.settings is None and kept.intents:
+        live = preflight.snapshot(connect(config.kubernetes), config.kubernetes)
+        verified = unchanged.verified_keys(config, found, live)
+        unproven = sorted(i.external_key for i in kept.intents if i.external_key not in verified)
+        if unproven:
+            raise ConfigError(
+                f"stack {stack.name}: its state does not record the settings it applied, and "
+                f"the objects of {', '.join(unproven)} are not as the given settings would "
+                "apply them; run `up` once (it records them), then remove"
+            )
+    return config, found
+
+
+def observe_applied(
+    stack: auto.Stack,
+    settings: KubernetesSettings,
+    connect: Connect,
+    keys: Sequence[str] | None = None,
+) -> list[observe.ReplicaObservation]:
+    """The one observation rule (``inspect`` and ``NamespaceStack.observe``): every key the
+    stack applied (or just ``keys``; in the outputs' order, which is by key) judged against
+    what it applied, its intents under its recorded settings (``Applied.config``:
+    ``settings`` give the kubeconfig, and everything when the outputs predate the record),
+    then exactly-ours objects of keys it does not hold, ``orphaned``. A stack file's or a
+    caller's pending changes are not applied, so they count for nothing: a key only they add
+    is not in the stack, one only they drop still is."""
+    config = applied(stack).config(settings)
+    return observe.observe(connect(config.kubernetes), config, keys)

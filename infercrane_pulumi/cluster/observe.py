@@ -3,8 +3,10 @@
 Lists the exactly-ours objects of the namespace (and its Pods, when this identity may list them:
 the shipped provider Role may not, see ``deploy/kubernetes/observe/``), groups them by external
 key and applies the workload API's readiness rule. Keys of the stack come first, in stack order;
-exactly-ours objects whose key is not in the stack follow as ``orphaned``. Nothing is cached and
-nothing comes from Pulumi state, so a fresh process sees what any other process would.
+exactly-ours objects whose key is not in the stack follow as ``orphaned``. The stack is what it
+applied, as its state says (``automation.stacks.observe_applied``, the one rule of ``inspect``
+and ``NamespaceStack.observe``), never a file's pending edits. The objects are read fresh every
+time and nothing is cached, so a fresh process sees what any other process would.
 """
 
 from __future__ import annotations
@@ -126,7 +128,8 @@ def replica_observation(
 def observe(
     cluster: Cluster, config: StackConfig, keys: Sequence[str] | None = None
 ) -> list[ReplicaObservation]:
-    """Every stack key (or just ``keys``), then orphans; states as ``readiness`` decides."""
+    """Every key of ``config`` (what the stack applied; or just ``keys``), then orphans;
+    states as ``readiness`` decides."""
     settings = config.kubernetes
     api = workloads.workload_api(settings)
     grouped: dict[str, list[dict[str, Any]]] = {}

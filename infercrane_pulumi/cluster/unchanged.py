@@ -19,7 +19,12 @@ from typing import Any
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import object_subject
 from infercrane_pulumi.cluster.preflight import TAKEOVER_MANAGERS, Snapshot
-from infercrane_pulumi.intents import ReplicaIntent, StackConfig
+from infercrane_pulumi.intents import (
+    KubernetesSettings,
+    ReplicaIntent,
+    StackConfig,
+    parse_stack_config,
+)
 from infercrane_pulumi.manifests import Manifest
 
 
@@ -35,10 +40,27 @@ class AppliedObject:
 
 @dataclass(frozen=True)
 class Applied:
-    """What the stack's outputs say it applied last: each key's intent and objects."""
+    """What the stack's outputs say it applied last: each key's intent and objects, and the
+    settings it applied them with (all but the kubeconfig: ``naming.settings_record``; None in
+    outputs written before they were recorded)."""
 
     intents: tuple[ReplicaIntent, ...] = ()
     objects: Mapping[str, tuple[AppliedObject, ...]] = field(default_factory=dict)
+    settings: KubernetesSettings | None = None
+
+    def config(self, given: KubernetesSettings) -> StackConfig:
+        """What the stack applied, as a configuration (validated as a whole): its intents
+        under its recorded settings, which hold no kubeconfig, so ``given``'s is used (the
+        credentials of whoever reads the cluster). Outputs that predate the record: under
+        ``given``, which a caller that must not apply pending edits proves first
+        (``verified_keys``)."""
+        settings = given if self.settings is None else self.settings
+        document = naming.settings_record(settings)
+        if given.kubeconfig is not None:
+            document["kubeconfig"] = given.kubeconfig
+        return parse_stack_config(
+            document, [intent.model_dump(mode="json", by_alias=True) for intent in self.intents]
+        )
 
 
 def verified_keys(

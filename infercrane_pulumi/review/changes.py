@@ -1,9 +1,10 @@
 """What a change does to one stack, per external key: the one change model of the project.
 
-Every output that says what changes reads it: the per-key results of ``preview``/``up``/
-``destroy`` (``automation.results``, from the engine's events), the JSON command line, the
-offline diff (objects rendered at a base ref and at head, no cluster) and both pull-request
-comments. Pure: objects in, values out.
+Every output that says what changes reads it, as one type (``StackChanges``) with one JSON
+rendering (``comments.stack_json``): the per-key results of ``preview``/``up``/``remove``/
+``destroy`` (``automation.results``, from the engine's events, where it is named
+``StackResult``), the JSON command line, the offline diff (objects rendered at a base ref and
+at head, no cluster) and both pull-request comments. Pure: objects in, values out.
 
 Object rule. An object is *replaced* (deleted, then created) when a field that Kubernetes
 refuses to change in place differs: for every kind ``apiVersion``, ``kind``, ``metadata.name``
@@ -120,13 +121,20 @@ class Summary:
 
 @dataclass(frozen=True)
 class StackChanges:
-    operation: str  # what produced it: diff | preview | up | destroy
+    """What one change does (a diff, a preview) or did (an ``up``, a ``destroy``) to a stack."""
+
+    operation: str  # what produced it: diff | preview | up | destroy (remove runs as an up)
     project: str
     stack: str
+    # A run's: stack keys in stack order, then the keys it deleted; a diff's: most
+    # consequential first (``most_consequential_first``, the order reviewers read).
     replicas: tuple[KeyChange, ...]
     renames: tuple[Rename, ...] = ()
-    drift: tuple[Drift, ...] = ()
+    drift: tuple[Drift, ...] = ()  # found by a run's refresh
     notes: tuple[str, ...] = ()
+    namespace: str | None = None  # None: a diff of a stack without objects on either side
+    # Every key verified unchanged against the cluster: the engine did not run.
+    verified_unchanged: bool = False
 
     @property
     def summary(self) -> Summary:
@@ -134,7 +142,10 @@ class StackChanges:
 
     @property
     def deleted_keys(self) -> list[str]:
-        return [r.external_key for r in self.replicas if r.change == "delete"]
+        return sorted(r.external_key for r in self.replicas if r.change == "delete")
+
+    def replica(self, external_key: str) -> KeyChange | None:
+        return next((r for r in self.replicas if r.external_key == external_key), None)
 
 
 def key_change(changes: Iterable[Change]) -> Change:
@@ -271,9 +282,11 @@ def stack_changes(
     new: Sequence[Manifest],
     notes: Sequence[str] = (),
 ) -> StackChanges:
-    """Compare two renderings of one stack (e.g. at a base ref and at head)."""
+    """Compare two renderings of one stack (e.g. at a base ref and at head); its namespace is
+    the new objects' (the old ones' when there are none)."""
     before, after = by_key(old), by_key(new)
     replicas = compare(before, after)
+    namespaces = [obj["metadata"]["namespace"] for obj in [*new, *old]]
     renames = find_renames(
         {r.external_key: before[r.external_key] for r in replicas if r.change == "delete"},
         {r.external_key: after[r.external_key] for r in replicas if r.change == "create"},
@@ -285,4 +298,5 @@ def stack_changes(
         replicas=tuple(replicas),
         renames=tuple(renames),
         notes=tuple(notes),
+        namespace=namespaces[0] if namespaces else None,
     )

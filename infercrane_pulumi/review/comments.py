@@ -17,12 +17,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infercrane_pulumi.review.changes import Drift, KeyChange, StackChanges
+from infercrane_pulumi.review.changes import (
+    Drift,
+    KeyChange,
+    StackChanges,
+    most_consequential_first,
+)
 
 COMMENT_LIMIT = 64_000
 # A workflow may skip posting a new comment when it finds this line (nothing changes anywhere).
 NO_CHANGES_MARKER = "<!-- infercrane:no-changes -->"
-DIFF_VERSION = "infercrane.dev/diff/v1"
+DIFF_VERSION = "infercrane.dev/diff/v2"
 
 # Characters that Markdown or HTML would read as markup, spelled as character references.
 _MARKUP = {ch: f"&#{ord(ch)};" for ch in "&<>\"'`*_[]|~\\#!"}
@@ -43,31 +48,43 @@ def heading(changes: StackChanges) -> str:
 
 
 def stack_json(changes: StackChanges) -> dict[str, Any]:
-    """One stack's change as ``schemas/diff.schema.json`` describes it."""
+    """A stack's change as its one JSON value (``schemas/diff.schema.json``, ``stackChanges``;
+    the command line's result of ``preview``, ``up``, ``remove`` and ``destroy`` too)."""
     summary = changes.summary
     return {
         "apiVersion": DIFF_VERSION,
         "operation": changes.operation,
         "project": changes.project,
         "stack": changes.stack,
+        "namespace": changes.namespace,
         "summary": {
             "add": summary.add,
             "change": summary.change,
             "destroy": summary.destroy,
             "same": summary.same,
+            "changes": summary.changes,
         },
         "replicas": [
             {
                 "externalKey": replica.external_key,
                 "change": replica.change,
+                "resourceId": replica.resource_id,
+                "endpoint": replica.endpoint,
                 "objects": [
-                    {"kind": o.kind, "name": o.name, "change": o.change, "diff": o.diff}
+                    {
+                        "kind": o.kind,
+                        "name": o.name,
+                        "uid": o.uid,
+                        "change": o.change,
+                        "fields": list(o.fields),
+                        "diff": o.diff,
+                    }
                     for o in replica.objects
                 ],
             }
             for replica in changes.replicas
         ],
-        "renames": [{"from": r.old_key, "to": r.new_key} for r in changes.renames],
+        "renames": [{"oldKey": r.old_key, "newKey": r.new_key} for r in changes.renames],
         "drift": [
             {
                 "externalKey": d.external_key,
@@ -79,6 +96,7 @@ def stack_json(changes: StackChanges) -> dict[str, Any]:
             for d in changes.drift
         ],
         "notes": list(changes.notes),
+        "verifiedUnchanged": changes.verified_unchanged,
     }
 
 
@@ -108,8 +126,9 @@ def comment(
 
 
 def _section(changes: StackChanges, list_budget: int) -> _Section:
+    replicas = most_consequential_first(changes.replicas)
     kept = [heading(changes), f"**{changes.summary.line}**"]
-    replaced = [r.external_key for r in changes.replicas if r.change == "replace"]
+    replaced = [r.external_key for r in replicas if r.change == "replace"]
     for alert, what, keys in (
         ("CAUTION", "Deletes", changes.deleted_keys),
         ("WARNING", "Replaces (deletes, then recreates)", replaced),
@@ -126,7 +145,7 @@ def _section(changes: StackChanges, list_budget: int) -> _Section:
         more = "\n> … and {} more likely renames (see the JSON output)".format
         kept.append("> [!NOTE]\n" + _bounded(renames, list_budget, "\n", more))
     kept += [text(note) for note in changes.notes]
-    details = tuple(_details(r) for r in changes.replicas if r.change != "same")
+    details = tuple(_details(r) for r in replicas if r.change != "same")
     after = []
     same = changes.summary.same
     if same:

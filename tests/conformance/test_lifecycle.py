@@ -36,6 +36,7 @@ from tests.conformance.harness import (
     unowned,
     wait_for,
 )
+from tests.conformance.test_cli_and_faults import cli_env
 
 pytestmark = pytest.mark.conformance
 
@@ -145,8 +146,11 @@ def test_a_second_up_with_the_same_intents_writes_nothing(
 
 
 def _inspect(harness: Harness) -> dict[str, Any]:
-    """`infercrane inspect` in a new process, as the provider identity."""
-    completed = harness.cli("inspect", "--config", str(harness.stack_file), "--json")
+    """`infercrane inspect` in a new process, as the provider identity (it reads what the
+    stack applied from the backend)."""
+    completed = harness.cli(
+        "inspect", "--config", str(harness.stack_file), "--json", env=cli_env(harness)
+    )
     assert completed.returncode == 0, completed.stderr
     result: dict[str, Any] = json.loads(completed.stdout)
     return result

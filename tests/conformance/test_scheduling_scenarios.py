@@ -21,6 +21,7 @@ from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.cluster.observe import ReplicaObservation
 from tests.conformance.gpus import GpuSupply, Pools
 from tests.conformance.harness import Harness, intent, wait_for
+from tests.conformance.test_cli_and_faults import cli_env
 
 pytestmark = pytest.mark.conformance
 SETTLE = 120  # seconds: scheduling, kwok's stages and the readiness delay, on a busy machine
@@ -49,7 +50,13 @@ def pods_of(admin_client: client.ApiClient, namespace: str, key: str) -> list[An
 
 def inspect_in_a_fresh_process(harness: Harness, workspace: Path) -> list[dict[str, Any]]:
     completed = harness.cli(
-        "inspect", "--stack", harness.stack_name, "--project-dir", str(workspace), "--json"
+        "inspect",
+        "--stack",
+        harness.stack_name,
+        "--project-dir",
+        str(workspace),
+        "--json",
+        env=cli_env(harness),  # it reads what the stack applied from the backend
     )
     assert completed.returncode == 0, completed.stderr
     result: list[dict[str, Any]] = json.loads(completed.stdout)["result"]

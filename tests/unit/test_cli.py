@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -10,18 +11,33 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from pulumi import automation as auto
 
-from infercrane_pulumi import cli, errors, workloads
+from infercrane_pulumi import cli, errors, naming, views, workloads
+from infercrane_pulumi.automation import (
+    NamespaceStack,
+    PulumiEnvironment,
+    namespaces,
+    results,
+    stackfiles,
+)
+from infercrane_pulumi.cluster import client
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.intents import load_stack_file
+from infercrane_pulumi.intents import StackConfig, load_stack_file, stack_file
 from infercrane_pulumi.kinds import DEPLOYMENT, POD, SERVICE
-from infercrane_pulumi.review import offline_diff
+from infercrane_pulumi.review import comments, offline_diff
 from tests.unit import samples
 from tests.unit.fake_cluster import FakeTransport
+from tests.unit.fake_stacks import serve
 from tests.unit.gitrepos import STACK
+from tests.unit.test_run import applied as live_objects
+from tests.unit.test_run import record
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "stacks" / "Pulumi.demo.yaml"
+DEMO_CONFIG = load_stack_file(DEMO)
+# What the demo stack's outputs say it applied: its intents, objects and settings.
+APPLIED_RECORD = dataclasses.replace(record(DEMO_CONFIG), settings=DEMO_CONFIG.kubernetes)
 
 
 def run(argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
@@ -55,7 +71,7 @@ def test_render_json_is_a_versioned_envelope() -> None:
     envelope = json.loads(out)
     assert code == 0
     assert {k: envelope[k] for k in ("apiVersion", "command", "ok")} == {
-        "apiVersion": "infercrane.dev/cli/v1",
+        "apiVersion": "infercrane.dev/cli/v2",
         "command": "render",
         "ok": True,
     }
@@ -94,14 +110,17 @@ def test_invalid_config_as_json_envelope(tmp_path: Path) -> None:
     }
 
 
-def test_unreachable_cluster_exits_3_and_says_retry(tmp_path: Path) -> None:
+def test_unreachable_cluster_exits_3_and_says_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from infercrane_pulumi.errors import ClusterUnavailableError
 
     def unreachable(*_: Any) -> Any:
         raise ClusterUnavailableError("cannot reach the API server (MaxRetryError)")
 
+    serve(monkeypatch, APPLIED_RECORD)
     path = write_stack(tmp_path, samples.kubernetes(), [samples.replica()])
-    code, _, err = run(["inspect", "--config", str(path)], connect=unreachable)
+    code, _, err = run(["inspect", "--config", str(path)], connect=unreachable, environ=BACKEND)
     assert code == 3
     assert err == "inspect: cannot reach the API server (MaxRetryError)\n"
 
@@ -119,8 +138,11 @@ def cluster_with(answers: dict[tuple[str, str], Response]) -> Any:
     return lambda settings: Cluster(FakeTransport(answers))
 
 
-def test_render_doctor_and_inspect_envelopes_follow_the_shipped_schema() -> None:
+def test_render_doctor_and_inspect_envelopes_follow_the_shipped_schema(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    serve(monkeypatch, APPLIED_RECORD)
     objects = workloads.stack_objects(load_stack_file(DEMO))
     listing = {
         ("GET", DEPLOYMENT.collection("infercrane-system")): Response(
@@ -132,13 +154,19 @@ def test_render_doctor_and_inspect_envelopes_follow_the_shipped_schema() -> None
     }
     for command in ("render", "doctor", "inspect"):
         code, out, _ = run(
-            [command, "--config", str(DEMO), "--json"], connect=cluster_with(listing)
+            [command, "--config", str(DEMO), "--json"],
+            connect=cluster_with(listing),
+            environ=BACKEND,
         )
         assert code == (1 if command == "doctor" else 0), out
         envelope = valid_envelope(out)
         assert envelope["command"] == command
     inspected = valid_envelope(
-        run(["inspect", "--config", str(DEMO), "--json"], connect=cluster_with(listing))[1]
+        run(
+            ["inspect", "--config", str(DEMO), "--json"],
+            connect=cluster_with(listing),
+            environ=BACKEND,
+        )[1]
     )
     assert [(r["externalKey"], r["state"]) for r in inspected["result"]] == [
         ("demo-qwen3-8b-r0", "degraded"),
@@ -166,7 +194,7 @@ def test_a_stack_run_without_backend_or_passphrase_is_invalid_input_naming_both(
 EDGES: dict[str, tuple[list[str], str]] = {
     "render": (["--config", str(DEMO)], "load_stack_file"),
     "doctor": (["--config", str(DEMO)], "connect"),
-    "inspect": (["--config", str(DEMO)], "connect"),
+    "inspect": (["--config", str(DEMO)], "inspect_stack_file"),
     "preview": (["--stack", "demo", "--project-dir", str(ROOT)], "run_stack_file"),
     "up": (["--stack", "demo", "--project-dir", str(ROOT)], "run_stack_file"),
     "remove": (["--stack", "demo", "--project-dir", str(ROOT), "--key", "k"], "run_stack_file"),
@@ -230,7 +258,7 @@ def test_each_typed_error_exits_with_its_documented_code_and_envelope(
     exit_code, out, err = run([command, *flags, "--json"], connect=connect, environ=BACKEND)
     assert (exit_code, err) == (errors.EXIT_CODES[code], "")
     assert valid_envelope(out) == {
-        "apiVersion": "infercrane.dev/cli/v1",
+        "apiVersion": "infercrane.dev/cli/v2",
         "command": command,
         "ok": False,
         "error": {"code": code, "retryable": error.retryable, "problems": [error.problems[0]]},
@@ -255,3 +283,117 @@ def test_diff_against_a_ref_that_does_not_exist_is_one_line_exit_2(repo: Path) -
     code, out, err = run(["diff", "--base", "nope", "--all", "--project-dir", str(repo)])
     assert (code, out) == (2, "")
     assert err.count("\n") == 1 and err.startswith("diff: base nope: no such commit")
+
+
+def pending_edits(project_dir: Path) -> Path:
+    """The demo stack file with edits not yet applied: another image for every key, one key
+    dropped, one added."""
+    document = yaml.safe_load(DEMO.read_text())
+    section = document["config"]
+    section["infercrane:kubernetes"]["imageDigest"] = samples.IMAGE
+    section["infercrane:replicas"][1:] = [samples.replica(externalKey="pending-r0")]
+    path = project_dir / "stacks" / "Pulumi.demo.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def namespace_stack(tmp_path: Path, path: Path) -> NamespaceStack:
+    """A control plane's stack holding the same pending settings as the file at ``path``."""
+    env = PulumiEnvironment(state_dir=tmp_path / "state", pulumi_home=tmp_path, passphrase="p")
+    settings = load_stack_file(path).kubernetes
+    return NamespaceStack(settings, env, tmp_path / "ws", stack_name="demo")
+
+
+def test_inspect_and_observe_judge_what_the_stack_applied_never_pending_edits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve(monkeypatch, APPLIED_RECORD)
+    transport = FakeTransport(live=live_objects(DEMO_CONFIG))
+    images: list[str] = []
+
+    def connect(settings: Any) -> Cluster:
+        images.append(settings.image_digest)
+        return Cluster(transport)
+
+    monkeypatch.setattr(client, "connect", connect)  # NamespaceStack's
+    path = pending_edits(tmp_path)
+    code, out, err = run(
+        ["inspect", "--config", str(path), "--json"], connect=connect, environ=BACKEND
+    )
+    assert (code, err) == (0, "")
+    inspected = valid_envelope(out)["result"]
+    # The applied intent hash matches: no "carries another intent" for the pending image; the
+    # dropped key is still the stack's, the added one is not yet.
+    assert [(r["externalKey"], r["state"], r["reason"]) for r in inspected] == [
+        ("demo-qwen3-8b-r0", "provisioning", "generation 1 not yet observed by its controller"),
+        ("demo-sglang-r0", "provisioning", "generation 1 not yet observed by its controller"),
+    ]
+    assert views.to_json(namespace_stack(tmp_path, path).observe()) == inspected
+    assert images == [DEMO_CONFIG.kubernetes.image_digest] * 2
+
+
+def test_remove_runs_what_the_stack_applied_without_the_key_never_pending_edits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve(monkeypatch, APPLIED_RECORD)
+    runs: list[tuple[str, StackConfig, Any, dict[str, Any]]] = []
+
+    def engine(stack: Any, env: Any, operation: str, config: StackConfig, **kw: Any) -> Any:
+        written = yaml.safe_load(stack_file(stack.project_dir, stack.name).read_text())
+        runs.append((operation, config, kw["applied"], written["config"]))
+        return results.stack_result(operation, stack.name, config, [])
+
+    monkeypatch.setattr(stackfiles, "run", engine)
+    monkeypatch.setattr(namespaces, "run", engine)
+    path = pending_edits(tmp_path)
+    argv = ["remove", "--stack", "demo", "--project-dir", str(tmp_path), "--key", "demo-sglang-r0"]
+    code, out, err = run([*argv, "--json"], environ=BACKEND)
+    assert (code, err) == (0, "")
+    namespace_stack(tmp_path, path).remove("demo-sglang-r0")
+    kept = DEMO_CONFIG.replicas[0]
+    expected = DEMO_CONFIG.model_copy(update={"replicas": (kept,)})
+    what_the_program_reads = {
+        "infercrane:kubernetes": naming.settings_record(DEMO_CONFIG.kubernetes),
+        "infercrane:replicas": [kept.model_dump(mode="json", by_alias=True)],
+    }
+    assert runs == [("up", expected, APPLIED_RECORD, what_the_program_reads)] * 2
+    assert valid_envelope(out)["result"] == comments.stack_json(
+        results.stack_result("up", "demo", expected, [])
+    )
+
+
+def test_engine_diagnostics_on_the_events_stream_are_sanitized_as_the_runs_errors_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    diagnostic = auto.EngineEvent.from_json(
+        {
+            "sequence": 7,
+            "timestamp": 0,
+            "diagnosticEvent": {
+                "message": "  error: GET https://admin:hunter2@api.example/v1 failed\n"
+                "    Authorization: Bearer abc.def\n",
+                "color": "never",
+                "severity": "error",
+            },
+        }
+    )
+
+    def engine(*_: Any, options: Any, **__: Any) -> Any:
+        options.on_event(diagnostic)
+        return results.stack_result("up", "demo", DEMO_CONFIG, [])
+
+    monkeypatch.setattr(cli, "run_stack_file", engine)
+    argv = ["up", "--stack", "demo", "--project-dir", str(ROOT), "--events", "--json"]
+    code, _, err = run(argv, environ=BACKEND)
+    assert code == 0
+    assert [json.loads(line) for line in err.splitlines()] == [
+        {
+            "apiVersion": "infercrane.dev/progress/v1",
+            "sequence": 7,
+            "type": "diagnostic",
+            "severity": "error",
+            "message": "error: GET https://***@api.example/v1 failed\n"
+            "    Authorization: Bearer ***",
+        }
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -174,24 +175,28 @@ def test_the_json_follows_the_shipped_schema_whole() -> None:
         ("new", "create"),
         ("kept", "same"),
     ]
+    deleted: dict[str, Any] = {"uid": None, "change": "delete", "fields": [], "diff": DIFF}
     assert document == {
-        "apiVersion": "infercrane.dev/diff/v1",
+        "apiVersion": "infercrane.dev/diff/v2",
         "operation": "preview",
         "project": "infercrane",
         "stack": "prod",
-        "summary": {"add": 1, "change": 2, "destroy": 1, "same": 1},
+        "namespace": None,
+        "summary": {"add": 1, "change": 2, "destroy": 1, "same": 1, "changes": 4},
         "replicas": [
             {
                 "externalKey": "old",
                 "change": "delete",
+                "resourceId": None,
+                "endpoint": None,
                 "objects": [
-                    {"kind": "Deployment", "name": "obj-old", "change": "delete", "diff": DIFF},
-                    {"kind": "Service", "name": "obj-old", "change": "delete", "diff": DIFF},
+                    {"kind": "Deployment", "name": "obj-old"} | deleted,
+                    {"kind": "Service", "name": "obj-old"} | deleted,
                 ],
             },
             *document["replicas"][1:],
         ],
-        "renames": [{"from": "old", "to": "new"}],
+        "renames": [{"oldKey": "old", "newKey": "new"}],
         "drift": [
             {
                 "externalKey": "kept",
@@ -209,4 +214,23 @@ def test_the_json_follows_the_shipped_schema_whole() -> None:
             },
         ],
         "notes": ["A note."],
+        "verifiedUnchanged": False,
     }
+
+
+def test_the_envelope_holds_the_one_shape_of_a_stack_change() -> None:
+    """``preview``/``up``/``remove``/``destroy`` results and ``diff`` documents are one shape:
+    the envelope's copy of its definitions is the diff schema's, whole."""
+    envelope = json.loads(
+        (ROOT / "infercrane_pulumi" / "schemas" / "envelope.schema.json").read_text()
+    )
+    assert {name: envelope["$defs"][name] for name in SCHEMA["$defs"]} == SCHEMA["$defs"]
+    assert envelope["properties"]["apiVersion"] == {"const": "infercrane.dev/cli/v2"}
+    assert SCHEMA["$defs"]["stackChanges"]["properties"]["apiVersion"] == {
+        "const": comments.DIFF_VERSION
+    }
+
+
+def test_a_runs_result_reads_most_consequential_first_whatever_its_order() -> None:
+    in_stack_order = dataclasses.replace(STACK, replicas=tuple(reversed(STACK.replicas)))
+    assert comments.comment([in_stack_order]) == comments.comment([STACK])

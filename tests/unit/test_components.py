@@ -115,6 +115,9 @@ def test_stack_outputs_per_key_give_resource_id_objects_and_endpoint() -> None:
     name = "infercrane-8b51d0fee928a78116afaac0"
     assert run.outputs["namespace"] == "team-a"
     assert run.outputs["workloadApi"] == "deployment"
+    assert run.outputs["kubernetes"] == naming.settings_record(
+        parse_stack_config(kubernetes, []).kubernetes
+    )
     assert set(run.outputs["replicas"]) == {"dep-7-r0", "k2"}
     assert run.outputs["replicas"]["dep-7-r0"] == {
         "resourceId": f"kubernetes:deployment:team-a/{name}",

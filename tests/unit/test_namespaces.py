@@ -19,7 +19,6 @@ from infercrane_pulumi.errors import (
     InternalError,
 )
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, parse_stack_config
-from infercrane_pulumi.review.changes import Summary
 from tests.unit import samples
 
 
@@ -92,7 +91,7 @@ def test_invalid_intents_are_refused_before_the_workspace_exists(tmp_path: Path)
 
 
 def ensured(namespace: str) -> results.StackResult:
-    return results.StackResult("up", namespace, namespace, Summary.of(()), (), ())
+    return results.StackResult("up", "infercrane", namespace, (), namespace=namespace)
 
 
 def seen(outcome: NamespaceOutcome) -> object:

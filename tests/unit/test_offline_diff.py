@@ -42,10 +42,11 @@ def test_each_key_gets_its_change_and_only_changed_fields_show(repo: Path) -> No
     data, markdown = diff_command(base="base", configs=[Path(STACK)], repo=repo)
     SCHEMA.validate(data)
     [doc] = data
-    assert (doc["project"], doc["stack"], doc["summary"]) == (
+    assert (doc["project"], doc["stack"], doc["namespace"], doc["summary"]) == (
         "infercrane",
         "test",
-        {"add": 2, "change": 1, "destroy": 2, "same": 1},
+        "infercrane-system",
+        {"add": 2, "change": 1, "destroy": 2, "same": 1, "changes": 5},
     )
     assert changes_of(data) == [
         ("old-name", "delete"),
@@ -55,7 +56,7 @@ def test_each_key_gets_its_change_and_only_changed_fields_show(repo: Path) -> No
         ("new-name", "create"),
         ("kept", "same"),
     ]
-    assert doc["renames"] == [{"from": "old-name", "to": "new-name"}]
+    assert doc["renames"] == [{"oldKey": "old-name", "newKey": "new-name"}]
     settings = parse_stack_config(samples.kubernetes(), []).kubernetes
     old, new = (
         naming.intent_hash(settings, parse_stack_config(samples.kubernetes(), [r]).replicas[0])
@@ -107,15 +108,17 @@ def test_a_stack_new_at_head_creates_all_and_one_gone_at_head_deletes_all(repo: 
     (repo / STACK).unlink()
     data, markdown = diff_command(base="base", configs=None, repo=repo)
     SCHEMA.validate(data)
-    assert [(d["stack"], d["summary"], d["notes"]) for d in data] == [
+    assert [(d["stack"], d["namespace"], d["summary"], d["notes"]) for d in data] == [
         (
             "new",
-            {"add": 1, "change": 0, "destroy": 0, "same": 0},
+            "infercrane-system",
+            {"add": 1, "change": 0, "destroy": 0, "same": 0, "changes": 1},
             ["stacks/Pulumi.new.yaml is new since base base: every intent is created."],
         ),
         (
             "test",
-            {"add": 0, "change": 0, "destroy": 4, "same": 0},
+            "infercrane-system",  # the base's objects' namespace: where they are deleted
+            {"add": 0, "change": 0, "destroy": 4, "same": 0, "changes": 4},
             [f"{STACK} is deleted: every intent's objects are deleted."],
         ),
     ]
@@ -127,7 +130,9 @@ def test_a_stack_new_at_head_creates_all_and_one_gone_at_head_deletes_all(repo: 
 
 def test_no_change_is_said_and_marked(repo: Path) -> None:
     data, markdown = diff_command(base="HEAD", configs=None, repo=repo)
-    assert [d["summary"] for d in data] == [{"add": 0, "change": 0, "destroy": 0, "same": 4}]
+    assert [d["summary"] for d in data] == [
+        {"add": 0, "change": 0, "destroy": 0, "same": 4, "changes": 0}
+    ]
     assert "**No changes**" in markdown
     assert markdown.endswith("\n" + comments.NO_CHANGES_MARKER + "\n")
 
@@ -137,7 +142,13 @@ def test_a_thousand_added_intents_stay_under_the_comment_limit(repo: Path) -> No
     write_stack(repo, many)
     data, markdown = diff_command(base="base", configs=[Path(STACK)], repo=repo)
     shown = markdown.count("<details>")
-    assert data[0]["summary"] == {"add": 1000, "change": 0, "destroy": 4, "same": 0}
+    assert data[0]["summary"] == {
+        "add": 1000,
+        "change": 0,
+        "destroy": 4,
+        "same": 0,
+        "changes": 1004,
+    }
     assert len(markdown) <= comments.COMMENT_LIMIT
     assert "**Plan: 1000 to add, 0 to change, 4 to destroy, 0 unchanged**" in markdown
     assert "**Deletes the objects of 4 external keys:**" in markdown

@@ -8,12 +8,13 @@ import pytest
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, workloads
-from infercrane_pulumi.automation.results import stack_result
+from infercrane_pulumi.automation.results import StackResult, stack_result, unchanged
+from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
 from infercrane_pulumi.intents import parse_stack_config
 from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.review import changes, yamldiff
-from infercrane_pulumi.review.changes import Drift, Summary
+from infercrane_pulumi.review.changes import Drift, KeyChange, ObjectChange, Summary
 from tests.unit import samples
 
 STACK = "urn:pulumi:s::infercrane::"
@@ -285,3 +286,27 @@ def test_the_engine_result_and_the_offline_diff_name_the_same_change(
     assert engine.change == offline.change == expected
     by_name = sorted((o.kind, o.change, o.diff) for o in engine.objects)
     assert by_name == sorted((o.kind, o.change, o.diff) for o in offline.objects)
+
+
+def test_a_verified_no_op_is_every_key_same_as_applied_and_says_so() -> None:
+    service = naming.object_name("kept")
+    record = Applied(CONFIG.replicas, {"kept": (AppliedObject("Service", service, "u-1", 1),)})
+    kept = (ObjectChange("Service", service, "same", uid="u-1"),)
+    assert unchanged("up", "s", CONFIG, record) == StackResult(
+        operation="up",
+        project="infercrane",
+        stack="s",
+        namespace="infercrane-system",
+        replicas=tuple(
+            KeyChange(
+                intent.external_key,
+                "same",
+                kept if intent.external_key == "kept" else (),
+                resource_id=naming.resource_id(CONFIG.kubernetes, intent.external_key),
+                endpoint=workloads.endpoint(CONFIG.kubernetes, intent),
+            )
+            for intent in CONFIG.replicas
+        ),
+        notes=("Every key verified unchanged against the cluster: the engine did not run.",),
+        verified_unchanged=True,
+    )

@@ -1,0 +1,98 @@
+"""What a stack applied, read from its outputs, and the one ``remove`` built on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from infercrane_pulumi import naming
+from infercrane_pulumi.automation import stacks
+from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
+from infercrane_pulumi.errors import ConfigError, DamagedStateError
+from infercrane_pulumi.intents import KubernetesSettings, StackConfig, parse_stack_config
+from tests.unit import samples
+from tests.unit.fake_cluster import FakeTransport
+from tests.unit.fake_stacks import FakeStack, serve
+from tests.unit.test_run import applied as live_objects
+from tests.unit.test_run import record
+
+APPLIED = parse_stack_config(
+    samples.kubernetes(), [samples.replica(externalKey=k) for k in ("a", "b")]
+)
+PENDING = samples.kubernetes(imageDigest=f"registry.example/vllm@sha256:{'ef' * 32}")
+
+
+def outputs_of(outputs: dict[str, Any]) -> Any:
+    """A stack whose ``pulumi stack output --json`` prints ``outputs``."""
+    printed = SimpleNamespace(stdout=json.dumps(outputs))
+    command = SimpleNamespace(run=lambda *_: printed)
+    workspace = SimpleNamespace(pulumi_command=command, work_dir="w", env_vars={})
+    return SimpleNamespace(name="s1", workspace=workspace)
+
+
+def outputs(settings: Any) -> dict[str, Any]:
+    intent = APPLIED.replicas[0].model_dump(mode="json", by_alias=True)
+    objects = [{"kind": "Service", "name": "svc", "uid": "u-1", "generation": 1}]
+    return {
+        "namespace": "infercrane-system",
+        "workloadApi": "deployment",
+        "replicas": {"a": {"intent": intent, "objects": objects}},
+    } | ({} if settings is None else {naming.SETTINGS_OUTPUT: settings})
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "before-the-record"])
+def test_the_applied_settings_are_read_from_the_outputs(recorded: bool) -> None:
+    record_ = naming.settings_record(APPLIED.kubernetes) if recorded else None
+    assert stacks.applied(outputs_of(outputs(record_))) == Applied(
+        intents=APPLIED.replicas[:1],
+        objects={"a": (AppliedObject("Service", "svc", "u-1", 1),)},
+        settings=APPLIED.kubernetes if recorded else None,
+    )
+
+
+def test_a_recorded_setting_we_never_write_is_damaged_state() -> None:
+    with pytest.raises(DamagedStateError) as raised:
+        stacks.applied(outputs_of(outputs({"context": "c"})))  # no imageDigest
+    assert raised.value.problems == (
+        "stack s1: its outputs are not what InferCrane writes (ValidationError); restore the "
+        "state from a backup or export",
+    )
+
+
+def removal(monkeypatch: pytest.MonkeyPatch, applied: Applied, given: Any) -> StackConfig:
+    serve(monkeypatch, applied)
+    transport = FakeTransport(live=live_objects(APPLIED))
+    settings = KubernetesSettings.model_validate(given)
+    stack: Any = FakeStack("s1", Path("ws"))
+    config, read = stacks.removal(stack, "b", settings, lambda _: Cluster(transport))
+    assert read == applied
+    return config
+
+
+@pytest.mark.parametrize("given", [samples.kubernetes(), PENDING], ids=["same", "pending"])
+def test_remove_keeps_the_other_keys_under_the_recorded_settings(
+    monkeypatch: pytest.MonkeyPatch, given: Any
+) -> None:
+    recorded = dataclasses.replace(record(APPLIED), settings=APPLIED.kubernetes)
+    kept = APPLIED.model_copy(update={"replicas": APPLIED.replicas[:1]})
+    assert removal(monkeypatch, recorded, given) == kept
+
+
+def test_outputs_before_the_record_run_the_given_settings_once_proven(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kept = APPLIED.model_copy(update={"replicas": APPLIED.replicas[:1]})
+    assert removal(monkeypatch, record(APPLIED), samples.kubernetes()) == kept
+    with pytest.raises(ConfigError) as raised:
+        removal(monkeypatch, record(APPLIED), PENDING)
+    assert raised.value.problems == (
+        "stack s1: its state does not record the settings it applied, and the objects of a "
+        "are not as the given settings would apply them; run `up` once (it records them), "
+        "then remove",
+    )
