@@ -165,9 +165,12 @@ class NamespaceStack:
         config: StackConfig,
         applied: Applied | None = None,
     ) -> results.StackResult:
-        stack = self.stack()
         options = RunOptions(on_event=self.on_event, wait_seconds=self.wait_seconds)
-        with stacks.serialized(self.env, self.stack_name):
+        # The stack is opened (created, the first time) under its lease: Pulumi's look-then-
+        # create is not atomic, and on a shared backend two replicas creating one stack at once
+        # could each write it (the one busy replica now answers stack-busy before that).
+        with self._exclusive():
+            stack = self.stack()
             self._write(stack, config)
             return run(stack, self.env, operation, config, applied=applied, options=options)
 

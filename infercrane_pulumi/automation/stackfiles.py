@@ -78,20 +78,21 @@ def run_stack_file(
     ``remove`` (``stacks.removal``), an ``up`` of what the stack applied (its intents and its
     settings) without that key; the file gives only its kubeconfig, none of its pending
     edits."""
-    with _opened(path, env) as opened:
+    # Held from the stack's opening (its creation, the first time; see NamespaceStack._run)
+    # to the run's end, so that what it reads stays true.
+    with _opened(path, env, held_for=options.wait_seconds) as opened:
         stack = opened.stack
-        with exclusive(env, stack.name, options.wait_seconds):  # what it reads stays true
-            if remove_key is None:
-                config, applied = opened.config, stacks.applied(stack)
-            else:
-                config, applied = stacks.removal(
-                    stack,
-                    remove_key,
-                    opened.config.kubernetes,
-                    lambda settings: client.connect(local_settings(settings, env)),
-                )
-                _rewrite(opened, config)
-            return run(stack, env, operation, config, applied=applied, options=options)
+        if remove_key is None:
+            config, applied = opened.config, stacks.applied(stack)
+        else:
+            config, applied = stacks.removal(
+                stack,
+                remove_key,
+                opened.config.kubernetes,
+                lambda settings: client.connect(local_settings(settings, env)),
+            )
+            _rewrite(opened, config)
+        return run(stack, env, operation, config, applied=applied, options=options)
 
 
 def inspect_stack_file(
@@ -113,8 +114,11 @@ def inspect_stack_file(
 
 
 @contextlib.contextmanager
-def _opened(path: Path, env: PulumiEnvironment) -> Iterator[_Opened]:
-    """The file validated all-or-nothing before anything runs, then its stack."""
+def _opened(
+    path: Path, env: PulumiEnvironment, *, held_for: float | None = None
+) -> Iterator[_Opened]:
+    """The file validated all-or-nothing before anything runs, then its stack (opened under
+    its lease, waited for up to ``held_for`` seconds, unless None: a read)."""
     name = stack_name(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -122,7 +126,12 @@ def _opened(path: Path, env: PulumiEnvironment) -> Iterator[_Opened]:
         raise ConfigError(f"{path}: cannot read ({error.strerror})") from error
     config = parse_stack_text(text, source=str(path))
     document: dict[str, Any] = yaml.safe_load(text)
-    with tempfile.TemporaryDirectory(prefix="infercrane-workspace-") as scratch:
+    with (
+        contextlib.ExitStack() as held,
+        tempfile.TemporaryDirectory(prefix="infercrane-workspace-") as scratch,
+    ):
+        if held_for is not None:
+            held.enter_context(exclusive(env, name, held_for))
         workspace = project.write_project(Path(scratch))
         copy = stack_file(workspace, name)
         copy.write_text(text, encoding="utf-8")
