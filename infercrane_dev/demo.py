@@ -39,7 +39,8 @@ from infercrane_dev.localcluster.state import save_state
 from infercrane_dev.statestores import postgres
 from infercrane_pulumi import automation, naming, views
 from infercrane_pulumi.cluster import client, doctor, observe
-from infercrane_pulumi.intents import StackConfig, load_stack_file, stack_file
+from infercrane_pulumi.config_files import load_stack_file, stack_file
+from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.kinds import SERVICE
 
 PROJECT_DIR = REPO_ROOT

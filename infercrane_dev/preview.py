@@ -26,7 +26,8 @@ from infercrane_dev.localcluster import LocalControlPlane, find_binary
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_pulumi import automation, cli
 from infercrane_pulumi.automation.project import write_project
-from infercrane_pulumi.intents import KUBERNETES_KEY, parse_stack_text, stack_file
+from infercrane_pulumi.config_files import parse_stack_text, stack_file
+from infercrane_pulumi.intents import KUBERNETES_KEY
 
 PASSPHRASE = "infercrane-preview-only"  # protects only this throwaway state
 

@@ -31,6 +31,7 @@ from infercrane_pulumi.automation import (
     run_stack_file,
 )
 from infercrane_pulumi.cluster import client, doctor
+from infercrane_pulumi.config_files import load_stack_file, stack_file
 from infercrane_pulumi.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -39,7 +40,7 @@ from infercrane_pulumi.errors import (
     InferCraneError,
     InternalError,
 )
-from infercrane_pulumi.intents import StackConfig, load_stack_file, stack_file
+from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.review import comments, offline_diff
 
 Connect = Callable[[Any], client.Cluster]

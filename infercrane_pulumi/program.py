@@ -18,14 +18,10 @@ import pulumi
 
 from infercrane_pulumi import naming, preflighted, refusals
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
+from infercrane_pulumi.config_files import plain_kubeconfig_problems
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError, InferCraneError
-from infercrane_pulumi.intents import (
-    CONFIG_NAMESPACE,
-    KUBERNETES_KEY,
-    StackConfig,
-    parse_stack_config,
-    plain_kubeconfig_problems,
-)
+from infercrane_pulumi.intents import CONFIG_NAMESPACE, KUBERNETES_KEY, StackConfig
 
 Preflight = Callable[[StackConfig], None]
 HOST_CONFIG_FILE_ENV = "INFERCRANE_PULUMI_CONFIG_FILE"

@@ -36,6 +36,8 @@ from infercrane_pulumi.automation.run import (
 )
 from infercrane_pulumi.cluster import client, doctor, observe
 from infercrane_pulumi.cluster.unchanged import Applied
+from infercrane_pulumi.config_files import stack_file
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import InferCraneError, InternalError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
@@ -43,8 +45,6 @@ from infercrane_pulumi.intents import (
     KubernetesSettings,
     ReplicaIntent,
     StackConfig,
-    parse_stack_config,
-    stack_file,
 )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from infercrane_pulumi import naming
-from infercrane_pulumi.intents import STACK_CONFIG_DIR
+from infercrane_pulumi.config_files import STACK_CONFIG_DIR
 
 PROJECT_NAME = naming.PROJECT_NAME
 ENTRY_POINT = "from infercrane_pulumi.program import main\n\nmain()\n"

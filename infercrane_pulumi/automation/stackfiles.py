@@ -37,16 +37,10 @@ from infercrane_pulumi.automation.run import (
     run,
 )
 from infercrane_pulumi.cluster import client, observe
+from infercrane_pulumi.config_files import STACK_FILE, parse_stack_text, stack_file
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import (
-    KUBERNETES_KEY,
-    REPLICAS_KEY,
-    STACK_FILE,
-    StackConfig,
-    parse_stack_config,
-    parse_stack_text,
-    stack_file,
-)
+from infercrane_pulumi.intents import KUBERNETES_KEY, REPLICAS_KEY, StackConfig
 
 
 def stack_name(path: Path) -> str:

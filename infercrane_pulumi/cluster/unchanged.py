@@ -19,12 +19,8 @@ from typing import Any
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import object_subject
 from infercrane_pulumi.cluster.preflight import TAKEOVER_MANAGERS, Snapshot
-from infercrane_pulumi.intents import (
-    KubernetesSettings,
-    ReplicaIntent,
-    StackConfig,
-    parse_stack_config,
-)
+from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
 from infercrane_pulumi.manifests import Manifest
 
 

@@ -28,8 +28,8 @@ from typing import Any
 import yaml
 
 from infercrane_pulumi import workloads
+from infercrane_pulumi.config_files import STACK_FILE, parse_stack_text
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import STACK_FILE, parse_stack_text
 from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.review import changes, comments
 from infercrane_pulumi.review.gitrepo import Repository, open_repository

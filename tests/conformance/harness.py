@@ -29,7 +29,8 @@ from infercrane_dev.localcluster import BinaryNotFoundError, find_binary
 from infercrane_pulumi import automation, kinds, naming
 from infercrane_pulumi.automation import NamespaceStack, project
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, stack_file
+from infercrane_pulumi.config_files import stack_file
+from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import Kind
 from tests.conformance.identity import ProviderIdentity
 

@@ -19,8 +19,8 @@ from pulumi import automation as auto
 
 from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import eventlog
+from infercrane_pulumi.config_files import STACK_CONFIG_DIR
 from infercrane_pulumi.errors import OwnershipError
-from infercrane_pulumi.intents import STACK_CONFIG_DIR
 from infercrane_pulumi.kinds import Kind
 from tests.conformance.harness import ROOT, Harness, intent, replica, wait_for
 from tests.conformance.test_cli_and_faults import cli, finished

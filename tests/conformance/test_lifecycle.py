@@ -24,8 +24,8 @@ from infercrane_dev.localcluster.processes import descendants, is_alive
 from infercrane_pulumi import automation, kinds, naming, workloads
 from infercrane_pulumi.automation.results import step_of
 from infercrane_pulumi.cluster import preflight
+from infercrane_pulumi.config_files import load_stack_file
 from infercrane_pulumi.errors import RejectedError
-from infercrane_pulumi.intents import load_stack_file
 from tests.conformance.backends import Tenant
 from tests.conformance.harness import (
     Harness,

@@ -16,8 +16,8 @@ from kubernetes import client
 
 from infercrane_pulumi import kinds, naming, workloads
 from infercrane_pulumi.cluster.client import RestTransport
+from infercrane_pulumi.config_files import load_stack_file
 from infercrane_pulumi.errors import OwnershipError
-from infercrane_pulumi.intents import load_stack_file
 from tests.conformance.harness import Harness, replica
 
 pytestmark = pytest.mark.conformance

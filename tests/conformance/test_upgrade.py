@@ -21,7 +21,7 @@ import yaml
 
 from infercrane_pulumi import kinds, naming, workloads
 from infercrane_pulumi.automation import project
-from infercrane_pulumi.intents import load_stack_file
+from infercrane_pulumi.config_files import load_stack_file
 from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.review.changes import by_key
 from tests.conformance.harness import ROOT, Harness, replica

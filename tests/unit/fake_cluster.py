@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from infercrane_pulumi.cluster.client import Response
-from infercrane_pulumi.intents import StackConfig, parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.kinds import KINDS
 from tests.unit import samples
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from infercrane_pulumi import workloads
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.review import changes, yamldiff
 from infercrane_pulumi.review.changes import ObjectChange, Rename, Summary

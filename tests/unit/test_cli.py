@@ -23,7 +23,8 @@ from infercrane_pulumi.automation import (
 )
 from infercrane_pulumi.cluster import client
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.intents import StackConfig, load_stack_file, stack_file
+from infercrane_pulumi.config_files import load_stack_file, stack_file
+from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.kinds import DEPLOYMENT, POD, SERVICE
 from infercrane_pulumi.review import comments, offline_diff
 from tests.unit import samples

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import OwnershipError
-from infercrane_pulumi.intents import parse_stack_config
 from infercrane_pulumi.kinds import DEPLOYMENT
 from tests.unit import samples
 from tests.unit.pulumi_harness import run_program

@@ -6,7 +6,7 @@ from typing import Any
 
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.drift import drift
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config
 from tests.unit import samples
 
 APPLIED = parse_stack_config(

@@ -22,6 +22,8 @@ RANKS = {
     "errors": 0,
     "validators": 0,
     "intents": 1,
+    "config_rules": 2,
+    "config_files": 3,
     "refusals": 1,
     "preflighted": 2,
     "kinds": 1,

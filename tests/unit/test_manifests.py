@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infercrane_pulumi import manifests, naming, workloads
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config
 from tests.unit import samples
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

@@ -14,7 +14,7 @@ from infercrane_pulumi.cluster.observe import (
     Replicas,
     observe,
 )
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, POD, SERVICE
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, config

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from infercrane_pulumi import naming
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import parse_stack_config
 from infercrane_pulumi.review import comments
 from infercrane_pulumi.review.offline_diff import TITLE, diff_command
 from tests.unit import samples

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infercrane_pulumi import workloads
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.validators import quantity_value
 from tests.unit import samples
 

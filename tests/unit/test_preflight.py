@@ -10,8 +10,9 @@ import pytest
 from infercrane_pulumi import preflighted, workloads
 from infercrane_pulumi.cluster import client, ownership, preflight
 from infercrane_pulumi.cluster.client import Cluster, Response
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
-from infercrane_pulumi.intents import StackConfig, parse_stack_config
+from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.kinds import DEPLOYMENT
 from infercrane_pulumi.program import preflight_unless_done
 from tests.unit import samples

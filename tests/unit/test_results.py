@@ -10,7 +10,7 @@ from pulumi import automation as auto
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.automation.results import StackResult, stack_result, unchanged
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.review import changes, yamldiff

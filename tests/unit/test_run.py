@@ -15,13 +15,14 @@ from infercrane_pulumi.automation.run import failed
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.deletion import Doomed
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import (
     BackendUnavailableError,
     InferCraneError,
     OwnershipError,
     RunFailedError,
 )
-from infercrane_pulumi.intents import StackConfig, parse_stack_config
+from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.naming import object_name
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, live_copy

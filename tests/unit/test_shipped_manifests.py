@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from infercrane_pulumi import workloads
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config
 from tests.unit import samples
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"

@@ -10,7 +10,7 @@ import pytest
 
 from infercrane_pulumi import naming
 from infercrane_pulumi.cluster.unchanged import Applied, differences, verified_keys
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config
 from tests.unit import samples
 from tests.unit.test_run import applied, record
 

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from infercrane_pulumi import workloads
-from infercrane_pulumi.intents import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.manifests import Manifest, to_yaml
 from infercrane_pulumi.review.yamldiff import SECRET_SIG, SIG_KEY, diff_objects
 from tests.unit import samples
