@@ -46,10 +46,15 @@ def stack_locks(state_dir: Path | None, stack_name: str) -> list[Lock]:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie (dead, not yet reaped by its parent) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc to ask: the signal's answer stands
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]

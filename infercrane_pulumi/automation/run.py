@@ -184,14 +184,16 @@ def _engine(
     on_event: EventHandler,
 ) -> None:
     deadline = time.monotonic() + options.wait_seconds
-    with stacks.pulumi_errors(stack.name):
-        recover(stack, env)
     while True:
+        # Before every attempt: a holder that died while we waited left its lock, which
+        # ``wait_until_free`` counts as free but the CLI still refuses.
+        with stacks.pulumi_errors(stack.name):
+            recover(stack, env)
         stacks.wait_until_free(env, stack.name, max(0.0, deadline - time.monotonic()))
         try:
             return _attempt(stack, operation, plan, options, settings=settings, on_event=on_event)
         except StackBusyError:
-            # Another process took the lock between our look and our start.
+            # Another process took the lock between our look and our start, or died holding it.
             if time.monotonic() >= deadline:
                 raise
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +175,21 @@ def test_only_locks_of_dead_processes_on_this_host_are_stale(tmp_path: Path) -> 
     locks = {lock.path: lock.stale for lock in stack_locks(tmp_path, "t1")}
     assert locks == {dead: True, alive: False, remote: False}
     assert stack_locks(tmp_path, "other-stack") == []
+
+
+def test_the_lock_of_a_process_that_died_but_is_not_yet_reaped_is_stale(tmp_path: Path) -> None:
+    """A killed holder stays a zombie until its parent reaps it; it runs nothing any more."""
+    child = subprocess.Popen(["true"])
+    try:
+        stat = Path(f"/proc/{child.pid}/stat")
+        deadline = time.monotonic() + 10
+        while stat.read_text().rsplit(")", 1)[-1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.01)
+        zombie = write_lock(tmp_path, "zombie", child.pid, socket.gethostname())
+        assert {lock.path: lock.stale for lock in stack_locks(tmp_path, "t1")} == {zombie: True}
+    finally:
+        child.wait()
 
 
 class _RecordingStack:

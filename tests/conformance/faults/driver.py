@@ -1,0 +1,308 @@
+"""The killed driver and the replica after it: ``tests.conformance.replica`` with three more
+calls, and a kill at a point of the engine's event log.
+
+``python -m tests.conformance.faults.driver <spec.json>`` is the conformance replica process
+(its spec, its own workspace and PULUMI_HOME on a shared backend, one JSON call per line on
+stdin), answering three more calls: ``apply`` (``ensure``, answering also whether the run was
+a verified no-op), ``destroy`` and ``export`` (the stack's state through the Automation API:
+its pending operations, the Kubernetes objects it records).
+
+``Driver`` is the test's side. Each run of the run path writes the engine's event log in a
+private directory under the process's TMPDIR (``automation.run._attempt``); the driver's TMPDIR
+is a directory of the test, so ``kill_at`` follows that log as the engine writes it and, at a
+``Point``, SIGKILLs the driver's process group and every process group below it (the engine
+starts its language host, program and provider each in a group of its own): ``kill_tree``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pulumi import automation as auto
+
+from infercrane_dev.localcluster.processes import descendants, process_start_ticks
+from infercrane_pulumi import kinds
+from infercrane_pulumi.automation import NamespaceStack, eventlog
+from infercrane_pulumi.automation.results import StackResult, step_of
+from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.intents import ReplicaIntent
+from tests.conformance import replica
+from tests.conformance.harness import ENGINE_BINARIES, require_toolchain, wait_for
+from tests.conformance.replica import Replica, SharedBackend
+from tests.conformance.test_shared_state import PLUGINS
+
+KILL_POLL_SECONDS = 0.01  # how often an object about to be created is looked for
+PassOn = Callable[[Mapping[str, Any], Any], dict[str, Any]]
+
+# -- the driver process -----------------------------------------------------------------------
+
+
+def _result(result: StackResult) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "verified": result.verified_unchanged,
+        "changes": {r.external_key: r.change for r in result.replicas},
+    }
+
+
+def _export(stack: NamespaceStack) -> dict[str, Any]:
+    deployment = stack.stack().export_stack().deployment or {}
+    recorded = []
+    for resource in deployment.get("resources") or []:
+        token = str(resource.get("type", ""))
+        name = ((resource.get("outputs") or {}).get("metadata") or {}).get("name")
+        if token.startswith("kubernetes:") and name:
+            recorded.append([token.rsplit(":", 1)[-1], name])
+    pending = [
+        [str(p.get("type")), str((p.get("resource") or {}).get("urn"))]
+        for p in deployment.get("pending_operations") or []
+    ]
+    return {"ok": True, "pending": pending, "recorded": sorted(recorded)}
+
+
+def answer(call: Mapping[str, Any], stack: Callable[[str], NamespaceStack]) -> dict[str, Any]:
+    """The replica's answer, with ``apply``, ``destroy`` and ``export``."""
+    if call["op"] not in ("apply", "destroy", "export"):
+        return _pass_on(call, stack)
+    chosen = stack(call["namespace"])
+    chosen.wait_seconds = call.get("wait", 0.0)
+    try:
+        if call["op"] == "export":
+            return _export(chosen)
+        if call["op"] == "destroy":
+            return _result(chosen.destroy())
+        intents = [ReplicaIntent.model_validate(entry) for entry in call["intents"]]
+        return _result(chosen.ensure(intents))
+    except InferCraneError as error:
+        return {"ok": False, "error": error.to_record()}
+
+
+_pass_on: PassOn = replica._answer
+
+
+# -- the test's side --------------------------------------------------------------------------
+
+
+class Driver(Replica):
+    """A driver process for one namespace (``settings``, as ``settings_of`` gives them), its
+    own workspace, PULUMI_HOME and TMPDIR under ``own``, whose name names it."""
+
+    def __init__(self, own: Path, backend: SharedBackend, settings: Mapping[str, Any]) -> None:
+        self.name = own.name
+        # The plugin installed as on any host: a copy of the same files (hard links).
+        shutil.copytree(PLUGINS, own / "pulumi-home" / "plugins", copy_function=os.link)
+        spec = {
+            "backend": backend.url,
+            "lease": backend.lease_url,
+            "pulumiHome": str(own / "pulumi-home"),
+            "workspace": str(own / "workspace"),
+            "passphrase": "conformance-only",
+            "binDir": str(require_toolchain(ENGINE_BINARIES)),
+            "namespaces": {settings["namespace"]: settings},
+        }
+        (own / "spec.json").write_text(json.dumps(spec))
+        self.tmp = own / "tmp"  # where its runs' private directories and event logs are
+        self.tmp.mkdir(mode=0o700)
+        self.stderr = (own / "stderr").open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(own / "spec.json")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            env=os.environ | dict(backend.variables) | {"TMPDIR": str(self.tmp)},
+            start_new_session=True,  # its own process group (each plugin makes its own)
+        )
+        self.answer()  # ready
+
+    def ended_without_answer(self) -> bool:
+        """After a kill: whether the call in progress never answered (it was cut short)."""
+        self.process.wait(timeout=30)
+        assert self.process.stdout is not None
+        return self.process.stdout.readline() == ""
+
+
+# -- kill points ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Point:
+    """Where a run is killed: right after the first event ``matches`` accepts; with
+    ``until_created``, once the object that event's step creates is in the API server."""
+
+    name: str
+    matches: Callable[[auto.EngineEvent], bool]
+    until_created: bool = False
+
+
+def prelude(event: auto.EngineEvent) -> bool:
+    return event.prelude_event is not None
+
+
+def summary(event: auto.EngineEvent) -> bool:
+    """The engine's summary: every step has run, the state is being written."""
+    return event.summary_event is not None
+
+
+def step_starts(*ops: str) -> Callable[[auto.EngineEvent], bool]:
+    """A step of ``ops`` on one of our Kubernetes objects, before the provider is called."""
+
+    def matches(event: auto.EngineEvent) -> bool:
+        step = step_of(event)
+        return event.resource_pre_event is not None and step is not None and step.op in ops
+
+    return matches
+
+
+@dataclass
+class Kill:
+    """What a kill cut short: the event it followed, when, and the processes it ended."""
+
+    point: str
+    after: str = ""
+    seconds: float = 0.0
+    processes: dict[int, int | None] = field(default_factory=dict)  # pid: its start time
+    seen: list[str] = field(default_factory=list)  # every event read before the kill
+    engine_done: bool = False  # the engine had logged its summary: it had run every step
+
+    @property
+    def landed(self) -> bool:
+        return bool(self.after)
+
+
+def describe(event: auto.EngineEvent) -> str:
+    step = step_of(event)
+    if step is not None:
+        stage = "pre" if event.resource_pre_event is not None else "outputs"
+        return f"{step.op} {step.kind}/{step.name} ({stage})"
+    for name, value in vars(event).items():
+        if name.endswith("_event") and value is not None:
+            return name
+    return "event"
+
+
+def kill_at(
+    driver: Driver,
+    point: Point,
+    call: Mapping[str, Any],
+    *,
+    admin: Cluster,
+    namespace: str,
+    timeout: float = 120.0,
+) -> Kill:
+    """Send ``call`` to ``driver`` and SIGKILL its process tree (``kill_tree``) at ``point`` of
+    that run. The kill did not land (``Kill.landed`` false) if the call answered first."""
+    kill = Kill(point.name)
+    fired = threading.Event()
+    started = time.monotonic()
+
+    def on_event(event: auto.EngineEvent) -> None:
+        if fired.is_set():
+            return
+        kill.seen.append(describe(event))
+        if not point.matches(event):
+            return
+        step = step_of(event)
+        if point.until_created and step is not None:
+            kind = kinds.KINDS[step.kind]
+            deadline = time.monotonic() + 30
+            while admin.get(kind, namespace, step.name) is None and time.monotonic() < deadline:
+                time.sleep(KILL_POLL_SECONDS)
+        kill.processes = kill_tree(driver.process.pid)
+        kill.after, kill.seconds = kill.seen[-1], time.monotonic() - started
+        fired.set()
+
+    driver.send(call["op"], **{k: v for k, v in call.items() if k != "op"})
+    deadline = time.monotonic() + timeout
+    run_dir = wait_for(
+        lambda: next(driver.tmp.glob("infercrane-run-*"), None) or driver.process.poll(),
+        timeout=timeout,
+        what=f"the engine run of {driver.name} to start",
+    )
+    if isinstance(run_dir, Path):
+        tail = eventlog.Tail(run_dir / "events.jsonl", on_event)
+        try:  # until the point, or the run's end (its private directory goes with it)
+            while not fired.wait(0.1) and time.monotonic() < deadline:
+                if not run_dir.exists() or driver.process.poll() is not None:
+                    break
+        finally:
+            tail.close()
+        with contextlib.suppress(OSError):
+            kill.engine_done = '"summaryEvent"' in (run_dir / "events.jsonl").read_text()
+    if not fired.is_set():  # the run ended (or hung) before the point: stop it all the same
+        fired.set()
+        kill.processes = kill_tree(driver.process.pid)
+    if not driver.ended_without_answer():
+        kill.after = ""  # the call answered before it was killed: the point was not reached
+    # As after a host's death: none of them is left, not even waiting to be reaped (PID 1 here
+    # reaps orphans about 2s late, and the file backend's lock of a zombie looks held).
+    ended = time.monotonic() + 30
+    while left := survivors(kill.processes):
+        assert time.monotonic() < ended, f"{driver.name}'s processes outlived the kill: {left}"
+        time.sleep(0.1)
+    return kill
+
+
+def kill_tree(pid: int) -> dict[int, int | None]:
+    """SIGKILL the process group of ``pid`` and every process group below it, as when their
+    host dies; the processes it killed, with their start times. Pulumi starts each plugin
+    (language host, program, provider) in a process group of its own (``Setpgid``), so the
+    driver's group alone would leave them running (an idle provider was seen alive half an
+    hour later). Each group is stopped as it is found, so none starts another, then all are
+    killed at once."""
+    groups: set[int] = set()
+    found: set[int] = set()
+    while True:
+        found |= descendants(pid) | {pid}
+        new = {_group(member) for member in found} - groups - {None, os.getpgrp()}
+        if not new:
+            break
+        for group in new:
+            _signal(group, signal.SIGSTOP)
+        groups |= {group for group in new if group is not None}
+    killed = {member: process_start_ticks(member) for member in found - {pid}}
+    for group in groups:
+        _signal(group, signal.SIGKILL)
+    return killed
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _signal(group: int | None, signal_number: signal.Signals) -> None:
+    if group is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal_number)
+
+
+def survivors(processes: Mapping[int, int | None]) -> list[str]:
+    """Those of ``processes`` (pid: start time) still in the process table, zombies too."""
+    left = []
+    for pid, started in sorted(processes.items()):
+        if started is not None and process_start_ticks(pid) == started:
+            with contextlib.suppress(OSError):
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                left.append(f"{pid} {b' '.join(argv).decode(errors='replace')[:160]}")
+    return left
+
+
+if __name__ == "__main__":
+    replica._answer = answer
+    raise SystemExit(replica.main(sys.argv[1:]))
