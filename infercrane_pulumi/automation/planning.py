@@ -30,7 +30,8 @@ class Plan:
     unchanged: bool = False  # a verified no-op: the engine need not start
     # The keys to work on when others are verified unchanged (None: every key).
     targets: frozenset[str] | None = None
-    # What a destroy deletes itself before the engine forgets it (each with its checked uid).
+    # What the run deletes itself, each with its checked uid: a destroy before the engine
+    # forgets it, an up once the engine has forgotten it.
     deletions: tuple[deletion.Doomed, ...] = ()
 
 
@@ -75,9 +76,8 @@ def plan_run(
         return Plan((), {}, unchanged=True, deletions=deletions)
     removed = {i.external_key for i in last.replicas} - desired_keys
     refreshing = refresh or bool(drift.drift(last, live))
-    # A refresh drops from the state what is gone (what was deleted out of band, or by this
-    # run before the engine starts): such a resource cannot be targeted, so a refreshing run
-    # works on every key.
+    # A refresh drops from the state what is gone (deleted out of band): such a resource
+    # cannot be targeted, so a refreshing run works on every key.
     targeted = verified and not refreshing
     return Plan(
         (REFRESH,) * refreshing,
