@@ -20,6 +20,7 @@ from typing import Any
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.cluster.deletion import Doomed
 from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.review.changes import (
@@ -28,6 +29,7 @@ from infercrane_pulumi.review.changes import (
     KeyChange,
     ObjectChange,
     StackChanges,
+    external_key,
     find_renames,
     key_change,
     object_change,
@@ -210,3 +212,16 @@ def unchanged(operation: str, stack: str, config: StackConfig, applied: Applied)
         notes=(VERIFIED_NOTE,),
         verified_unchanged=True,
     )
+
+
+def with_deletions(result: StackResult, deleted: Sequence[Doomed]) -> StackResult:
+    """``result`` and the keys whose objects the run deleted itself that the engine did not
+    report, each ``delete``: a killed run's objects, which no state held."""
+    reported = {replica.external_key for replica in result.replicas}
+    found: dict[str, list[ObjectChange]] = {}
+    for obj, uid in deleted:
+        if (key := external_key(obj)) not in reported:
+            change = ObjectChange(obj["kind"], obj["metadata"]["name"], "delete", uid=uid)
+            found.setdefault(key, []).append(change)
+    more = tuple(KeyChange(key, "delete", tuple(found[key])) for key in sorted(found))
+    return dataclasses.replace(result, replicas=result.replicas + more)

@@ -118,7 +118,9 @@ def run(
             )
             if plan.unchanged:
                 deletion.delete_all(cluster, config.kubernetes, plan.deletions)
-                return results.unchanged(operation, stack.name, config, last_run)
+                return results.with_deletions(
+                    results.unchanged(operation, stack.name, config, last_run), plan.deletions
+                )
             if operation == "destroy":  # the engine, without the program, then forgets them
                 deletion.delete_all(cluster, config.kubernetes, plan.deletions)
             if lease is None:
@@ -152,7 +154,9 @@ def run(
             except ClusterUnavailableError as unreachable:
                 raise ClusterUnavailableError([*unreachable.problems, *error.problems]) from error
             raise
-    return results.stack_result(operation, stack.name, config, events)
+    return results.with_deletions(
+        results.stack_result(operation, stack.name, config, events), plan.deletions
+    )
 
 
 @contextlib.contextmanager

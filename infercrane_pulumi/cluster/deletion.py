@@ -51,10 +51,15 @@ def leftovers(
                 continue
             marked = (meta.get("labels") or {}).get(naming.LABEL_STACK)
             if marked == stack or (marked is None and key in recorded):
+                # The key rides along so that a run can report what it deleted.
                 obj: Manifest = {
                     "apiVersion": KINDS[kind].group_version,
                     "kind": kind,
-                    "metadata": {"name": name, "namespace": namespace},
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "annotations": {naming.ANNOTATION_EXTERNAL_KEY: key},
+                    },
                 }
                 found.append((obj, str(meta.get("uid"))))
     return found

@@ -8,7 +8,13 @@ import pytest
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, workloads
-from infercrane_pulumi.automation.results import StackResult, stack_result, unchanged
+from infercrane_pulumi.automation.results import (
+    StackResult,
+    stack_result,
+    unchanged,
+    with_deletions,
+)
+from infercrane_pulumi.cluster.deletion import leftovers
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.kinds import KINDS
@@ -310,3 +316,40 @@ def test_a_verified_no_op_is_every_key_same_as_applied_and_says_so() -> None:
         notes=("Every key verified unchanged against the cluster: the engine did not run.",),
         verified_unchanged=True,
     )
+
+
+def test_keys_a_run_deleted_itself_are_reported_once_after_the_engine_s() -> None:
+    # The engine reported "gone" (its state held it); "orphan" was created by a run that died
+    # before the state recorded it, so only the run's own deletion knows of it.
+    events = [
+        *both("same", "kept", "Deployment", old_uid="d1", new_uid="d1"),
+        *both("delete", "gone", "Service", old_uid="s4", new=False),
+    ]
+    config = CONFIG.model_copy(update={"replicas": CONFIG.replicas[:1]})
+    stack_label = naming.stack_identity("infercrane", "s")
+    live: dict[str, dict[str, dict[str, Any]]] = {"Deployment": {}, "Service": {}}
+    for key, uid in (("gone", "s4"), ("orphan", "s5")):
+        [service] = [
+            o
+            for o in workloads.stack_objects(
+                parse_stack_config(samples.kubernetes(), [samples.replica(externalKey=key)]),
+                stack=stack_label,
+            )
+            if o["kind"] == "Service"
+        ]
+        live["Service"][service["metadata"]["name"]] = service["metadata"] | {"uid": uid}
+    deleted = leftovers(
+        live, namespace=CONFIG.kubernetes.namespace, stack=stack_label, kept={"kept"}
+    )
+    engine = stack_result("up", "s", config, events)
+    result = with_deletions(engine, deleted)
+    orphan = KeyChange(
+        "orphan",
+        "delete",
+        (ObjectChange("Service", naming.object_name("orphan"), "delete", uid="s5"),),
+    )
+    assert result.replicas == (*engine.replicas, orphan)
+    assert [r.external_key for r in result.replicas] == ["kept", "gone", "orphan"]
+    assert result.summary == Summary(add=0, change=0, destroy=2, same=1)
+    noop = unchanged("up", "s", config, Applied(config.replicas, {}))
+    assert with_deletions(noop, deleted[1:]).replicas == (*noop.replicas, orphan)

@@ -24,6 +24,7 @@ from infercrane_pulumi.errors import (
 )
 from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.naming import object_name
+from infercrane_pulumi.review import changes
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, live_copy
 
@@ -147,7 +148,11 @@ def doomed(live: list[dict[str, Any]]) -> tuple[Doomed, ...]:
             {
                 "apiVersion": "apps/v1" if obj["kind"] == "Deployment" else "v1",
                 "kind": obj["kind"],
-                "metadata": {"name": obj["metadata"]["name"], "namespace": NS},
+                "metadata": {
+                    "name": obj["metadata"]["name"],
+                    "namespace": NS,
+                    "annotations": {naming.ANNOTATION_EXTERNAL_KEY: changes.external_key(obj)},
+                },
             },
             obj["metadata"]["uid"],
         )

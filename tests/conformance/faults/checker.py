@@ -7,6 +7,8 @@ stack's own state; every breach is named, none stops the reading of the others.
   for a key still desired) is the very same object: its uid.
 - Nothing of another stack, in this namespace or another, changed: uid, generation (a
   Service's resourceVersion), labels and annotations (the controllers' own left out).
+- The next run reports as ``delete`` exactly the keys of this stack it found and did not want,
+  those no state held (a killed run's) too.
 - The stack records exactly the desired objects and no pending operation.
 - The next run with the same intents is a verified no-op: every key ``same``, no engine run,
   no object of the namespace touched.
@@ -109,6 +111,18 @@ class Expected:
     same_objects: Mapping[ObjectId, str]  # objects that must still be these (uid)
     bystanders: Mapping[ObjectId, str]  # other stacks' objects here, their fingerprints
     elsewhere: Mapping[str, Mapping[ObjectId, str]] = field(default_factory=dict)
+    deleted: frozenset[str] = frozenset()  # keys the next run must report deleted
+
+
+def report_problems(answer: Mapping[str, Any], expected: Expected) -> list[str]:
+    """The next run's ``apply`` answer: each key it deleted reported, and nothing else."""
+    reported = {key for key, change in answer["changes"].items() if change == "delete"}
+    if reported != expected.deleted:
+        return [
+            f"the next run reported {sorted(reported)} deleted; "
+            f"it had to delete {sorted(expected.deleted)}"
+        ]
+    return []
 
 
 def cluster_problems(admin: Cluster, namespace: str, expected: Expected) -> list[str]:

@@ -255,7 +255,8 @@ def next_runs(
     run = replica.call("apply", namespace=site.namespace, intents=wanted, wait=LEASE_WAIT)
     assert run["ok"], f"the next run failed: {run}"
     evidence.append(f"next run {run['seconds']:.1f}s: {run['changes']}")
-    problems = checker.cluster_problems(site.admin, site.namespace, expected)
+    problems = checker.report_problems(run, expected)
+    problems += checker.cluster_problems(site.admin, site.namespace, expected)
     exported = replica.call("export", namespace=site.namespace)
     problems += checker.stack_problems(exported, expected.keys)
     settled = checker.listed(site.admin, site.namespace)
@@ -284,6 +285,15 @@ def expected_after(
         | checker.uids(before, set(next_keys) & set(keys(scenario.killed or ()))),
         bystanders=bystanders,
         elsewhere={site.elsewhere.namespace: site.elsewhere.objects},
+        # This stack's keys found now (the other stacks' are never deleted) and not desired.
+        deleted=frozenset(
+            key
+            for obj, meta in survivors.items()
+            if obj not in bystanders
+            and not meta.get("deletionTimestamp")
+            and (key := checker.key_of(meta)) is not None
+        )
+        - set(next_keys),
     )
 
 
