@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -34,7 +35,8 @@ from pulumi import automation as auto
 
 from infercrane_dev.localcluster.processes import descendants, process_start_ticks
 from infercrane_pulumi import kinds
-from infercrane_pulumi.automation import NamespaceStack, eventlog
+from infercrane_pulumi.automation import NamespaceStack, eventlog, stacks
+from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.results import StackResult, step_of
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.errors import InferCraneError
@@ -45,6 +47,8 @@ from tests.conformance.replica import Replica, SharedBackend
 from tests.conformance.test_shared_state import PLUGINS
 
 KILL_POLL_SECONDS = 0.01  # how often an object about to be created is looked for
+# Left in a driver's TMPDIR each time its run path starts waiting for the stack's lock.
+WAITING_MARK = "waiting-for-the-stack"
 PassOn = Callable[[Mapping[str, Any], Any], dict[str, Any]]
 
 # -- the driver process -----------------------------------------------------------------------
@@ -91,6 +95,19 @@ def answer(call: Mapping[str, Any], stack: Callable[[str], NamespaceStack]) -> d
 
 
 _pass_on: PassOn = replica._answer
+
+
+def _marking_waits(
+    wait: Callable[[PulumiEnvironment, str, float], None],
+) -> Callable[[PulumiEnvironment, str, float], None]:
+    """``stacks.wait_until_free`` that first leaves ``WAITING_MARK``: the test can then kill the
+    holder while this replica waits for it, not before."""
+
+    def waiting(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> None:
+        (Path(tempfile.gettempdir()) / WAITING_MARK).touch()
+        wait(env, stack_name, wait_seconds)
+
+    return waiting
 
 
 # -- the test's side --------------------------------------------------------------------------
@@ -202,9 +219,11 @@ def kill_at(
     admin: Cluster,
     namespace: str,
     timeout: float = 120.0,
+    while_frozen: Callable[[], None] = lambda: None,
 ) -> Kill:
     """Send ``call`` to ``driver`` and SIGKILL its process tree (``kill_tree``) at ``point`` of
-    that run. The kill did not land (``Kill.landed`` false) if the call answered first."""
+    that run, after ``while_frozen`` ran with the tree stopped. The kill did not land
+    (``Kill.landed`` false) if the call answered first."""
     kill = Kill(point.name)
     fired = threading.Event()
     started = time.monotonic()
@@ -221,7 +240,7 @@ def kill_at(
             deadline = time.monotonic() + 30
             while admin.get(kind, namespace, step.name) is None and time.monotonic() < deadline:
                 time.sleep(KILL_POLL_SECONDS)
-        kill.processes = kill_tree(driver.process.pid)
+        kill.processes = kill_tree(driver.process.pid, while_frozen)
         kill.after, kill.seconds = kill.seen[-1], time.monotonic() - started
         fired.set()
 
@@ -256,13 +275,13 @@ def kill_at(
     return kill
 
 
-def kill_tree(pid: int) -> dict[int, int | None]:
+def kill_tree(pid: int, while_frozen: Callable[[], None] = lambda: None) -> dict[int, int | None]:
     """SIGKILL the process group of ``pid`` and every process group below it, as when their
     host dies; the processes it killed, with their start times. Pulumi starts each plugin
     (language host, program, provider) in a process group of its own (``Setpgid``), so the
     driver's group alone would leave them running (an idle provider was seen alive half an
-    hour later). Each group is stopped as it is found, so none starts another, then all are
-    killed at once."""
+    hour later). Each group is stopped as it is found, so none starts another, then
+    ``while_frozen`` runs (the processes alive, doing nothing), then all are killed at once."""
     groups: set[int] = set()
     found: set[int] = set()
     while True:
@@ -274,6 +293,7 @@ def kill_tree(pid: int) -> dict[int, int | None]:
             _signal(group, signal.SIGSTOP)
         groups |= {group for group in new if group is not None}
     killed = {member: process_start_ticks(member) for member in found - {pid}}
+    while_frozen()
     for group in groups:
         _signal(group, signal.SIGKILL)
     return killed
@@ -305,4 +325,6 @@ def survivors(processes: Mapping[int, int | None]) -> list[str]:
 
 if __name__ == "__main__":
     replica._answer = answer
+    # The run path looks the function up in the module at each call.
+    vars(stacks)["wait_until_free"] = _marking_waits(stacks.wait_until_free)
     raise SystemExit(replica.main(sys.argv[1:]))

@@ -16,7 +16,8 @@ meets each next state once and each backend each next state twice. Per cell:
    following run with the same intents a verified no-op.
 
 The matrix (point x backend: next state, outcome, seconds) and its wall time are printed at the
-end of the module.
+end of the module. One more test kills a holder while replica B already waits for its lock (the
+matrix's B asks only after the kill).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tests.conformance.faults import checker
 from tests.conformance.faults.checker import Expected, Listing, intent
 from tests.conformance.faults.conftest import Elsewhere
 from tests.conformance.faults.driver import (
+    WAITING_MARK,
     Driver,
     Kill,
     Point,
@@ -48,7 +50,7 @@ from tests.conformance.faults.driver import (
     step_starts,
     summary,
 )
-from tests.conformance.harness import show
+from tests.conformance.harness import show, wait_for
 from tests.conformance.replica import SharedBackend
 from tests.conformance.test_shared_state import settings_of
 
@@ -246,13 +248,14 @@ def replica_b(site: Site, backend: SharedBackend) -> Iterator[Future[Driver]]:
 def next_runs(
     site: Site,
     replica: Driver,
+    run: Mapping[str, Any],
+    *,
     wanted: Sequence[Mapping[str, Any]],
     expected: Expected,
     evidence: list[str],
 ) -> list[str]:
-    """Replica B runs the next desired state; the checker's findings after it, after exporting
-    the stack and after B's following run with the same intents."""
-    run = replica.call("apply", namespace=site.namespace, intents=wanted, wait=LEASE_WAIT)
+    """The checker's findings after replica B's ``run`` of the next desired state, after
+    exporting the stack and after B's following run with the same intents."""
     assert run["ok"], f"the next run failed: {run}"
     evidence.append(f"next run {run['seconds']:.1f}s: {run['changes']}")
     problems = checker.report_problems(run, expected)
@@ -313,5 +316,57 @@ def test_fault(cell: Cell, matrix: Matrix, site: Site, request: pytest.FixtureRe
             )
             assert kill.landed, f"the run ended before {scenario.point.name}; events: {kill.seen}"
             expected = expected_after(site, scenario, wanted, before, bystanders)
-            problems = next_runs(site, starting.result(), wanted, expected, evidence)
+            replica = starting.result()
+            run = replica.call("apply", namespace=site.namespace, intents=wanted, wait=LEASE_WAIT)
+            problems = next_runs(
+                site, replica, run, wanted=wanted, expected=expected, evidence=evidence
+            )
         assert not problems, " | ".join(problems)
+
+
+def test_a_replica_waiting_for_a_holder_that_dies_takes_the_stack_over(
+    site: Site, request: pytest.FixtureRequest
+) -> None:
+    """File state (no lease): replica B is already waiting for the stack's lock when its holder
+    (driver A, mid-create) dies, leaving its lock file. B must take the stack over within its
+    wait, not report it busy until its deadline. (The matrix's B starts only after the kill.)"""
+    backend = shared_backend("file", request, site.directory)
+    wanted = [A, B]
+    evidence: list[str] = []
+    with replica_b(site, backend) as starting:
+        replica = starting.result()
+
+        def replica_b_waits() -> None:
+            replica.send("apply", namespace=site.namespace, intents=wanted, wait=LEASE_WAIT)
+            wait_for(
+                (replica.tmp / WAITING_MARK).exists,
+                timeout=LEASE_WAIT,
+                what="replica B to wait for the stack's lock",
+            )
+
+        driver = Driver(site.directory / "killed", backend, site.settings)
+        try:
+            call = {"op": "apply", "namespace": site.namespace, "intents": wanted}
+            point = Point("created-not-recorded", step_starts("create"), until_created=True)
+            kill = kill_at(
+                driver,
+                point,
+                call,
+                admin=site.admin,
+                namespace=site.namespace,
+                while_frozen=replica_b_waits,
+            )
+        finally:
+            driver.close()
+        assert kill.landed, f"the run ended before its first create; events: {kill.seen}"
+        survivors = checker.listed(site.admin, site.namespace)
+        expected = Expected(
+            keys=frozenset(keys(wanted)),
+            same_objects=checker.uids(survivors, keys(wanted)),
+            bystanders={},
+            elsewhere={site.elsewhere.namespace: site.elsewhere.objects},
+        )
+        problems = next_runs(
+            site, replica, replica.answer(), wanted=wanted, expected=expected, evidence=evidence
+        )
+    assert not problems, " | ".join(problems)
