@@ -3,7 +3,8 @@
 #
 #   hack/tools/build.sh            build whatever is missing, install the kubernetes
 #                                  plugin into PULUMI_HOME; last stdout line: "bin: <dir>"
-#   hack/tools/build.sh --bin-dir  print the absolute bin dir only (no building)
+#   hack/tools/build.sh --bin-dir  print the absolute bin dir only (no building); KServe's
+#                                  CRDs/webhooks/ConfigMap YAML are in its kserve/ subdir
 #   hack/tools/build.sh --update   regenerate the wrapper go.mod/go.sum from the pins below
 #                                  (maintainers, after a version bump); builds nothing
 #   hack/tools/build.sh --vet      `go vet` the wrapper modules that hold Go code (make lint)
@@ -32,6 +33,7 @@ NODE_GO_TOOLCHAIN=go1.26.8       # infercrane-node only: its images' digests dep
 CONTAINERD_VERSION=v2.4.2        # the real node's container runtime (runc comes from Debian)
 CNI_PLUGINS_VERSION=v1.10.0      # bridge, host-local, loopback for the real node's Pods
 VERSITYGW_VERSION=v1.8.0         # S3-compatible server (POSIX backend) for the shared-state tests
+KSERVE_VERSION=v0.20.0           # KServe controller (manager) + its CRDs/webhooks/ConfigMap for the local control plane
 
 # Module / package paths.
 ETCD_PKG=go.etcd.io/etcd/server/v3
@@ -48,13 +50,17 @@ NODE_MOD=infercrane/hack/tools/infercrane-node
 CONTAINERD_MOD=github.com/containerd/containerd/v2
 CNI_PLUGINS_MOD=github.com/containernetworking/plugins
 VERSITYGW_MOD=github.com/versity/versitygw
+KSERVE_MOD=github.com/kserve/kserve
+# KServe CRDs copied verbatim from the module into <bin>/kserve/crds/ (see copy_kserve_config).
+KSERVE_CRDS=(inferenceservices servingruntimes clusterservingruntimes trainedmodels inferencegraphs
+             clusterstoragecontainers)
 # Storage drivers the real node never uses, and which need cgo or kernel headers.
 CONTAINERD_TAGS="no_btrfs no_devmapper no_zfs"
 CNI_PLUGINS=(main/bridge ipam/host-local main/loopback)
 
 # Build order; each family is one wrapper module in hack/tools/<family>.
 FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint kube-score
-          containerd cni-plugins infercrane-node versitygw)
+          containerd cni-plugins infercrane-node versitygw kserve)
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd "$TOOLS_DIR/../.." && pwd -P)
@@ -85,6 +91,18 @@ family_outputs() {
     containerd) echo containerd containerd-shim-runc-v2 ctr ;;
     cni-plugins) echo "${CNI_PLUGINS[@]##*/}" ;;
     versitygw) echo versitygw ;;
+    kserve) echo kserve-manager ;;
+  esac
+}
+
+# family_data <family>: non-executable files the family puts next to its binaries, relative to
+# the bin dir (hard-linked like the binaries). kserve: upstream's YAML, see copy_kserve_config.
+family_data() {
+  local crd
+  case $1 in
+    kserve)
+      for crd in "${KSERVE_CRDS[@]}"; do echo "kserve/crds/serving.kserve.io_$crd.yaml"; done
+      echo kserve/webhook.yaml kserve/inferenceservice-config.yaml ;;
   esac
 }
 
@@ -102,6 +120,7 @@ family_pins() {
     containerd) echo "$CONTAINERD_MOD@$CONTAINERD_VERSION tags=$CONTAINERD_TAGS" ;;
     cni-plugins) echo "$CNI_PLUGINS_MOD@$CNI_PLUGINS_VERSION plugins=${CNI_PLUGINS[*]}" ;;
     versitygw) echo "$VERSITYGW_MOD@$VERSITYGW_VERSION" ;;
+    kserve) echo "$KSERVE_MOD@$KSERVE_VERSION crds=${KSERVE_CRDS[*]}" ;;
   esac
 }
 
@@ -259,6 +278,27 @@ family_prepare() {
   esac
 }
 
+# copy_kserve_config <src dir> <dest dir>: the YAML the local control plane applies, copied
+# verbatim from the kserve module (the same files upstream's kustomize config/default starts from):
+#   config/crd/full/[<sub>/]serving.kserve.io_<crd>.yaml -> crds/serving.kserve.io_<crd>.yaml
+#   config/webhook/manifests.yaml                       -> webhook.yaml (still holds kustomize's
+#       $(webhookServiceName)/$(kserveNamespace) placeholders and no caBundle)
+#   config/configmap/inferenceservice.yaml               -> inferenceservice-config.yaml
+#       (ConfigMap inferenceservice-config in namespace kserve)
+copy_kserve_config() {
+  local src=$1 dest=$2 mdir crd f
+  mdir=$(cd "$src" && go list -m -f '{{.Dir}}' "$KSERVE_MOD") || return 1
+  [[ -n $mdir ]] || { echo "build.sh: ERROR [kserve]: no module dir for $KSERVE_MOD" >&2; return 1; }
+  mkdir -p "$dest/crds"
+  for crd in "${KSERVE_CRDS[@]}"; do
+    f=$(find "$mdir/config/crd/full" -name "serving.kserve.io_$crd.yaml" | head -n1)
+    [[ -n $f ]] || { echo "build.sh: ERROR [kserve]: serving.kserve.io_$crd.yaml not in $mdir/config/crd/full" >&2; return 1; }
+    install -m 0644 "$f" "$dest/crds/"
+  done
+  install -m 0644 "$mdir/config/webhook/manifests.yaml" "$dest/webhook.yaml"
+  install -m 0644 "$mdir/config/configmap/inferenceservice.yaml" "$dest/inferenceservice-config.yaml"
+}
+
 # ---------------------------------------------------------------------------
 # --update: regenerate wrapper go.mod/go.sum from the pins
 # ---------------------------------------------------------------------------
@@ -344,6 +384,12 @@ update_family() {
           [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
         done < <(upstream_replaces "$gomod")
         go get -tool "$VERSITYGW_MOD/cmd/versitygw@$VERSITYGW_VERSION" ;;
+      kserve)
+        gomod=$(mod_field "$KSERVE_MOD@$KSERVE_VERSION" GoMod)
+        while read -r old new; do
+          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
+        done < <(upstream_replaces "$gomod")
+        go get -tool "$KSERVE_MOD/cmd/manager@$KSERVE_VERSION" ;;
     esac
     go mod tidy
     cp go.mod go.sum "$TOOLS_DIR/$fam/"
@@ -498,6 +544,11 @@ build_family() {
     versitygw)
       check_pin "$fam" "$src" "$VERSITYGW_MOD" "$VERSITYGW_VERSION" || return 1
       go_build "$fam" "$src" "$out/versitygw" "$VERSITYGW_MOD/cmd/versitygw" "$LDBASE $x" "$VERSITYGW_MOD@$VERSITYGW_VERSION" ;;
+    kserve)
+      check_pin "$fam" "$src" "$KSERVE_MOD" "$KSERVE_VERSION" || return 1
+      go_build "$fam" "$src" "$out/kserve-manager" "$KSERVE_MOD/cmd/manager" "$LDBASE $x" "$KSERVE_MOD@$KSERVE_VERSION" || return 1
+      copy_kserve_config "$src" "$out/kserve" || return 1
+      echo "[$fam] copied $(find "$out/kserve" -type f | wc -l) YAML files from $KSERVE_MOD@$KSERVE_VERSION into kserve/" ;;
   esac
 }
 
@@ -506,6 +557,7 @@ is_optional() { [[ " ${INFERCRANE_TOOLS_OPTIONAL-} " == *" $1 "* ]]; }
 family_complete() {
   local b
   for b in $(family_outputs "$1"); do [[ -x $2/$b ]] || return 1; done
+  for b in $(family_data "$1"); do [[ -f $2/$b ]] || return 1; done
 }
 
 T_START=$(now)
@@ -545,7 +597,8 @@ else
         continue
       fi
     fi
-    for b in $(family_outputs "$fam"); do
+    for b in $(family_outputs "$fam") $(family_data "$fam"); do
+      mkdir -p "$(dirname "$BIN_DIR/$b")"
       ln -f "$fdir/$b" "$BIN_DIR/$b" 2>/dev/null || cp -f "$fdir/$b" "$BIN_DIR/$b"
     done
   done
