@@ -86,7 +86,11 @@ WORKLOAD_APIS: Mapping[WorkloadApiName, WorkloadApi] = {
         endpoint=_predictor_endpoint,
         readiness=readiness.inference_service,
         rbac=("kserve/provider-rbac.yaml",),
-        annotations={"serving.kserve.io/deploymentMode": "Standard"},
+        annotations={
+            "serving.kserve.io/deploymentMode": "Standard",
+            # InferCrane owns scaling: KServe then makes no HPA and runs minReplicas Pods.
+            "serving.kserve.io/autoscalerClass": "none",
+        },
         install_hint="install KServe and its CRDs first, then apply "
         "deploy/kubernetes/kserve/provider-rbac.yaml",
     ),

@@ -132,7 +132,12 @@ def test_deployment_mode_is_exactly_a_deployment_and_a_service() -> None:
 
 def test_kserve_mode_is_exactly_one_standard_inference_service() -> None:
     [isvc] = objects(samples.kubernetes(workloadApi="kserve"), samples.replica())
-    expected_meta = metadata(**{"serving.kserve.io/deploymentMode": "Standard"})
+    expected_meta = metadata(
+        **{
+            "serving.kserve.io/deploymentMode": "Standard",
+            "serving.kserve.io/autoscalerClass": "none",
+        }
+    )
     assert isvc["metadata"]["annotations"].pop("infercrane.dev/intent-hash").startswith("sha256:")
     expected_meta["annotations"].pop("infercrane.dev/intent-hash")
     # KServe's own container name, and a CPU limit of our own (the request).
