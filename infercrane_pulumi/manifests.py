@@ -99,7 +99,13 @@ def service(settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest)
 def inference_service(
     settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest
 ) -> Manifest:
-    predictor = {"minReplicas": 1, "maxReplicas": 1} | pod_fields(settings, intent, KSERVE_POD)
+    # Recreate, as our Deployments: a new revision must not wait for a second GPU while the old
+    # one holds the first (KServe's default is a rolling update with surge).
+    predictor = {
+        "minReplicas": 1,
+        "maxReplicas": 1,
+        "deploymentStrategy": {"type": "Recreate"},
+    } | pod_fields(settings, intent, KSERVE_POD)
     return {
         "apiVersion": INFERENCE_SERVICE.group_version,
         "kind": INFERENCE_SERVICE.kind,

@@ -153,7 +153,13 @@ def test_kserve_mode_is_exactly_one_standard_inference_service() -> None:
         "kind": "InferenceService",
         "metadata": expected_meta,
         "spec": {
-            "predictor": {"minReplicas": 1, "maxReplicas": 1, **POD, "containers": [container]}
+            "predictor": {
+                "minReplicas": 1,
+                "maxReplicas": 1,
+                "deploymentStrategy": {"type": "Recreate"},
+                **POD,
+                "containers": [container],
+            }
         },
     }
 
