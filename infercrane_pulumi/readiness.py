@@ -112,8 +112,24 @@ def deployment(workload: Object, desired_hash: str, pods: Sequence[Object]) -> R
     )
 
 
+NO_KSERVE_CONTROLLER = "no KServe controller has reconciled this InferenceService"
+
+
+def _pod_hash(pod: Object) -> str | None:
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(naming.ANNOTATION_INTENT_HASH)
+
+
+def _serving(pod: Object) -> bool:
+    return (conditions(pod).get("Ready") or {}).get("status") == "True"
+
+
 def inference_service(workload: Object, desired_hash: str, pods: Sequence[Object]) -> Readiness:
+    """KServe's verdict, and the predictor's Pods when they may be read: KServe copies the
+    InferenceService's annotations into them, and its Ready condition follows the predictor
+    Deployment's availability, which can still be a Pod of the previous intent's."""
     status = workload.get("status") or {}
+    if not status:
+        return Readiness("provisioning", NO_KSERVE_CONTROLLER)
     model = status.get("modelStatus") or {}
     if model.get("transitionStatus") in _KSERVE_GAVE_UP:
         failure = model.get("lastFailureInfo") or {}
@@ -122,8 +138,13 @@ def inference_service(workload: Object, desired_hash: str, pods: Sequence[Object
     if stale:
         return Readiness("provisioning", stale)
     ready = conditions(workload).get("Ready") or {}
+    current = [pod for pod in pods if _pod_hash(pod) == desired_hash]
     if ready.get("status") == "True":
-        return Readiness("ready")
+        if not pods or (len(current) == len(pods) and any(map(_serving, current))):
+            return Readiness("ready")
+        if len(current) < len(pods):
+            return Readiness("provisioning", "a Pod of the previous intent still runs")
     return Readiness(
-        "provisioning", pod_reason(pods) or _explained(ready) or "waiting for the KServe controller"
+        "provisioning",
+        pod_reason(current) or _explained(ready) or "waiting for the KServe controller",
     )

@@ -245,3 +245,41 @@ def test_a_container_that_keeps_exiting_gives_its_back_off_and_its_last_exit_cod
     assert verdict == Readiness(
         "provisioning", "CrashLoopBackOff: back-off 10s restarting failed (last exit code 2: Error)"
     )
+
+
+def predictor_pod(intent_hash: str, *, ready: bool) -> dict[str, Any]:
+    """A predictor Pod as KServe makes it: the InferenceService's annotations copied in."""
+    return {
+        "metadata": {"annotations": {naming.ANNOTATION_INTENT_HASH: intent_hash}},
+        "status": {"conditions": [{"type": "Ready", "status": str(ready)}]},
+    }
+
+
+def test_an_inference_service_no_controller_reconciled_says_so() -> None:
+    verdict = readiness.inference_service(
+        live({}, workloadApi="kserve"), desired_hash(workloadApi="kserve"), []
+    )
+    assert verdict == Readiness(
+        "provisioning", "no KServe controller has reconciled this InferenceService"
+    )
+
+
+def test_an_inference_service_is_ready_only_once_its_pods_run_the_current_intent() -> None:
+    isvc, current = live(ISVC_READY, workloadApi="kserve"), desired_hash(workloadApi="kserve")
+    previous = desired_hash(workloadApi="kserve", namespace="elsewhere")
+    assert previous != current
+    verdicts = [
+        readiness.inference_service(isvc, current, pods)
+        for pods in (
+            [predictor_pod(previous, ready=True)],
+            [predictor_pod(previous, ready=True), predictor_pod(current, ready=False)],
+            [predictor_pod(current, ready=False)],
+            [predictor_pod(current, ready=True)],
+        )
+    ]
+    assert verdicts == [
+        Readiness("provisioning", "a Pod of the previous intent still runs"),
+        Readiness("provisioning", "a Pod of the previous intent still runs"),
+        Readiness("provisioning", "waiting for the KServe controller"),
+        Readiness("ready"),
+    ]
