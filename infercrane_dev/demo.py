@@ -32,8 +32,8 @@ from typing import Any
 from infercrane_dev import DEPLOY_DIR, REPO_ROOT
 from infercrane_dev.localcluster import LocalControlPlane, find_binary
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
+from infercrane_dev.localcluster.hostchecks import unavailable
 from infercrane_dev.localcluster.nodepools import NodePool
-from infercrane_dev.localcluster.realnode import unavailable
 from infercrane_dev.localcluster.realnodes import RealNodeSpec
 from infercrane_dev.localcluster.state import save_state
 from infercrane_dev.statestores import postgres

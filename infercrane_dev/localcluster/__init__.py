@@ -10,13 +10,9 @@ Nothing in this package provisions real infrastructure.
 
 from __future__ import annotations
 
+from .admin import new_api_client
 from .binaries import TOOLS_BIN_ENV, BinaryNotFoundError, find_binary
-from .controlplane import (
-    ControlPlaneBinaries,
-    ControlPlaneError,
-    LocalControlPlane,
-    new_api_client,
-)
+from .controlplane import ControlPlaneBinaries, ControlPlaneError, LocalControlPlane
 from .crds import CrdError, install_crd
 from .kubeconfig import ADMIN_CONTEXT, CLUSTER_NAME, PROVIDER_CONTEXT
 from .nodepools import NodePool, NodePoolError, PoolNode, parse_node_pool

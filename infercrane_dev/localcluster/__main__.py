@@ -24,6 +24,7 @@ from . import nodecommands
 from .binaries import BinaryNotFoundError
 from .containerd import ImageImportError
 from .controlplane import ControlPlaneError, LocalControlPlane
+from .hostchecks import RealNodeUnavailable, unavailable
 from .hostnet import POD_SUBNET
 from .nodepools import (
     DEFAULT_PRODUCT_LABEL,
@@ -33,7 +34,7 @@ from .nodepools import (
     validate_label_name,
 )
 from .processes import ProcessStartError
-from .realnode import RealNodeError, RealNodeUnavailable, unavailable
+from .realnode import RealNodeError
 from .realnodes import RealNodeSpec, RealNodeSpecError, parse_real_node
 from .state import StateError, load_state, save_state, stop_recorded, teardown
 
@@ -79,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_PRODUCT_LABEL,
         help=f"Node label holding the GPU product (default: {DEFAULT_PRODUCT_LABEL})",
     )
+    up.add_argument(
+        "--kserve",
+        action="store_true",
+        help="install KServe v0.20.0 (CRDs, Standard mode, webhooks) and run its controller",
+    )
     down = commands.add_parser("down", help="stop the control plane recorded in --dir")
     down.add_argument("--dir", type=Path, help=dir_help)
     nodecommands.register(commands, dir_help)
@@ -97,6 +103,7 @@ def _up(
     pools: tuple[NodePool, ...],
     product_label: str,
     real_node: RealNodeSpec | None,
+    kserve: bool,
 ) -> int:
     try:
         existing = load_state(state_dir)
@@ -121,6 +128,7 @@ def _up(
         node_pools=pools,
         gpu_product_label=product_label,
         real_node=real_node,
+        kserve=kserve,
     )
     try:
         plane.start()
@@ -162,6 +170,8 @@ def _up(
         )
         for name, reference in plane.node_images.items():
             print(f"node image: {name} {reference}")
+    if kserve:
+        print("kserve: controller v0.20.0 running (Standard mode, no Ingress)")
     print(f"cold start: {state.cold_start_seconds:.1f}s")
     print(f"stop with: python -m infercrane_dev.localcluster down --dir {state_dir}")
     return EXIT_OK
@@ -227,6 +237,7 @@ def _run_up(args: argparse.Namespace, state_dir: Path) -> int:
         pools=pools,
         product_label=label,
         real_node=real_node,
+        kserve=args.kserve,
     )
 
 

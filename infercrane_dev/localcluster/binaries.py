@@ -3,7 +3,8 @@ and for scheduling kube-scheduler and kwok).
 
 The binaries are built by ``hack/tools/build.sh`` into a versioned cache; this
 module only *finds* them.  It must never build, download or install anything:
-a missing binary is reported with an error that says how to provide it.
+a missing binary is reported with an error that says how to provide it.  The few
+commands a real node takes from the host instead are looked up on :data:`SYSTEM_PATH`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ BUILD_SCRIPT_RELATIVE = Path("hack") / "tools" / "build.sh"
 CONTROL_PLANE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 # Only needed by a control plane started with scheduling (simulated GPU nodes).
 SCHEDULING_BINARIES = ("kube-scheduler", "kwok")
+
+# Where the real node finds the host's commands (runc, iptables ...), after the tools bin dir.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # Where build.sh caches its output; only consulted while the script itself is absent.
 _CACHE_GLOB_ROOT = Path.home() / ".cache" / "infercrane" / "tools"

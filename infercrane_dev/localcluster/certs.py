@@ -44,6 +44,10 @@ KWOK_USER = "infercrane-kwok"
 KWOK_GROUPS: tuple[str, ...] = ("system:masters",)
 # The API server's identity towards kubelets (logs, exec); only a real node checks it.
 APISERVER_KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+# A real node's kubelet is ``system:node:<node name>`` (:func:`kubelet_user`) in this group, and
+# its kube-proxy the user the built-in ``system:node-proxier`` binding names.
+KUBELET_GROUPS: tuple[str, ...] = ("system:nodes",)
+KUBE_PROXY_USER = "system:kube-proxy"
 
 # The apiserver's --service-cluster-ip-range.  A /12 (as kubeadm and Kind use) holds about
 # a million Services; the former /24 filled after ~250, which many-replica scenarios reach.
@@ -224,6 +228,11 @@ def issue_client_cert(
 ) -> KeyPair:
     """A client certificate; the apiserver maps CN to the user and each O to a group."""
     return _issue(ca, _name(common_name, organizations), [ExtendedKeyUsageOID.CLIENT_AUTH], None)
+
+
+def kubelet_user(node_name: str) -> str:
+    """The user a real node's kubelet authenticates as."""
+    return f"system:node:{node_name}"
 
 
 def generate_service_account_keys() -> ServiceAccountKeys:

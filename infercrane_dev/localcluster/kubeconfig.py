@@ -3,8 +3,10 @@
 The user-facing kubeconfig deliberately has *no* current-context: the project
 always names a context (``infercrane-admin`` or ``infercrane-provider``), and a
 default would let code silently act as admin when it meant to act as the
-provider.  Credentials are embedded (``*-data``) so the file stays valid on its
-own.  This module only renders and writes YAML; it does not talk to a cluster.
+provider.  A daemon's kubeconfig is the opposite: daemons get no ``--context``
+flag, so its one user is the current context.  Credentials are embedded
+(``*-data``) so the file stays valid on its own.  This module only renders and
+writes YAML; it does not talk to a cluster.
 """
 
 from __future__ import annotations
@@ -78,3 +80,12 @@ def write_kubeconfig(path: Path, config: Mapping[str, Any]) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         yaml.safe_dump(dict(config), handle, sort_keys=False)
     return path
+
+
+def write_daemon_kubeconfig(
+    path: Path, server: str, ca_pem: bytes, user: str, pair: KeyPair
+) -> Path:
+    """Write a daemon's kubeconfig: its one ``user``, which is also the current context."""
+    return write_kubeconfig(
+        path, build_kubeconfig(server, ca_pem, {user: pair}, current_context=user)
+    )

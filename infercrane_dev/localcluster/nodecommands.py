@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .admin import new_api_client
 from .kubeconfig import ADMIN_CONTEXT
 from .nodepools import DEFAULT_PRODUCT_LABEL, NodePool, NodePoolError, parse_node_pools
 from .state import StateError, load_state
@@ -126,7 +127,6 @@ def run(args: argparse.Namespace, state_dir: Path) -> int:
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    from .controlplane import new_api_client
     from .nodes import NodeOperationError
 
     try:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .nodepools import DEFAULT_PRODUCT_LABEL
+from .noderuntime import RealNodeRuntime
 from .processes import ManagedProcess, ProcessStopError, stop_process
-from .realnode import RealNodeRuntime
 
 STATE_FILE = "state.json"
 _FORMAT_VERSION = 1
@@ -41,7 +41,7 @@ class ClusterState:
     # Later node commands (add-pool, nodes) need both; records without them predate them.
     scheduling: bool = False
     gpu_product_label: str = DEFAULT_PRODUCT_LABEL
-    # The real node's runtime record (realnode.RealNodeRuntime.to_json), torn down first.
+    # The real node's runtime record (noderuntime.RealNodeRuntime.to_json), torn down first.
     real_node: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from infercrane_dev.localcluster import BinaryNotFoundError, find_binary
 from infercrane_dev.localcluster.binaries import CONTROL_PLANE_BINARIES, SCHEDULING_BINARIES
-from infercrane_dev.localcluster.realnode import unavailable as machine_unfit
+from infercrane_dev.localcluster.hostchecks import unavailable as machine_unfit
 from infercrane_dev.localcluster.realnodes import RealNodeSpec
 from tests.conformance.harness import unavailable
 

@@ -19,8 +19,8 @@ from kubernetes import client
 
 from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster import __main__ as cli
+from infercrane_dev.localcluster.hostchecks import unavailable as machine_unfit
 from infercrane_dev.localcluster.nodepools import SIMULATED_LABEL
-from infercrane_dev.localcluster.realnode import unavailable as machine_unfit
 from infercrane_dev.tests.realnode_fixtures import (
     SERVER_IMAGE,
     SERVER_PORT,

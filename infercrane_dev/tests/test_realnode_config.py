@@ -19,9 +19,11 @@ from infercrane_dev.localcluster.containerd import ContainerdPaths
 from infercrane_dev.localcluster.hoststate import HostBaseline
 from infercrane_dev.localcluster.kubelet import KubeletPaths, kubelet_args, kubelet_config
 from infercrane_dev.localcluster.kubeproxy import kube_proxy_config
+from infercrane_dev.localcluster.layout import NodeLayout
 from infercrane_dev.localcluster.nodepools import SIMULATED_LABEL, NodePool, node_manifest
+from infercrane_dev.localcluster.noderuntime import RealNodeRuntime
 from infercrane_dev.localcluster.processes import ManagedProcess
-from infercrane_dev.localcluster.realnode import NodeLayout, RealNodeRuntime, identity_bindings
+from infercrane_dev.localcluster.realnode import identity_bindings
 from infercrane_dev.localcluster.realnodes import (
     RealNodeSpec,
     RealNodeSpecError,

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from infercrane_dev.localcluster.realnode import unavailable
+from infercrane_dev.localcluster.hostchecks import unavailable
 from infercrane_pulumi.cluster.doctor import OWNED_VERBS
 from infercrane_pulumi.workloads import WORKLOAD_APIS
 from tests.conformance.backends import Backend

@@ -1,5 +1,6 @@
 """The architecture, enforced on every module: data flows one way and each outside world has
-one door. Layers are ranked; a module may import only product modules of a lower rank.
+one door. Layers are ranked; a module may import only product modules of a lower rank. The
+dev-only local cluster is not ranked, but its modules may not import one another in a circle.
 """
 
 from __future__ import annotations
@@ -199,6 +200,46 @@ def test_the_product_never_imports_dev_tooling_tests_or_benchmarks() -> None:
     for module, path in product_modules().items():
         outside = {n for n in imports(path) if n.split(".")[0] in {DEV, "tests", "benchmarks"}}
         assert outside == set(), module
+
+
+LOCALCLUSTER = f"{DEV}.localcluster"
+
+
+def localcluster_imports(path: Path, modules: set[str]) -> set[str]:
+    """The modules of ``localcluster`` (among ``modules``) that ``path`` imports, anywhere in
+    it: an import inside a function closes a circle all the same."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            inside = [a.name for a in node.names if a.name.startswith(f"{LOCALCLUSTER}.")]
+            found |= {name.removeprefix(f"{LOCALCLUSTER}.").split(".")[0] for name in inside}
+        elif isinstance(node, ast.ImportFrom) and (
+            node.level == 1 or (node.module or "").startswith(LOCALCLUSTER)
+        ):
+            module = (node.module or "").removeprefix(LOCALCLUSTER).lstrip(".")
+            # `from .certs import X` imports certs; `from . import certs` too.
+            found |= {module.split(".")[0]} if module else {a.name for a in node.names}
+    return found & modules
+
+
+def test_localcluster_modules_import_one_way() -> None:
+    """No import circle among the local cluster's modules, so each component module (kubelet,
+    apiserver, ...) can be read and grown without the lifecycle that starts it."""
+    paths = {p.stem: p for p in (ROOT / DEV / "localcluster").glob("*.py")}
+    graph = {name: localcluster_imports(path, set(paths)) for name, path in paths.items()}
+
+    def reachable(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(graph[start])
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo += graph[name]
+        return seen
+
+    assert len(graph) > 20 and graph["controlplane"]  # the walk finds the package's imports
+    assert {name for name in graph if name in reachable(name)} == set()
 
 
 def test_the_wheel_ships_the_product_only_and_needs_no_dev_dependency(tmp_path: Path) -> None:
