@@ -3,6 +3,8 @@ trimmed fixture CRD where the run may install it (see ``kserve_api.py``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from infercrane_pulumi import kinds
@@ -22,7 +24,7 @@ def inference_service_api(backend: Backend) -> None:
 
 
 def test_kserve_mode_creates_one_standard_inference_service(
-    inference_service_api: None, kserve_harness: Harness
+    inference_service_api: None, kserve_harness: Harness, backend: Backend, tmp_path: Path
 ) -> None:
     kserve_harness.configure([replica("kserve-r0")], workloadApi="kserve")
     assert [r.change for r in kserve_harness.preview().replicas] == ["create"]
@@ -38,6 +40,13 @@ def test_kserve_mode_creates_one_standard_inference_service(
     assert isvc["spec"]["predictor"]["maxReplicas"] == 1
     assert ("infercrane-provider-v1", "Apply") in managers(isvc)
     assert kserve_harness.owned(kinds.DEPLOYMENT) == []
+    if backend.kserve.ours():  # the fixture CRD this run installed: no controller runs
+        stack = kserve_harness.namespace_stack(tmp_path / "observer", workloadApi="kserve")
+        [seen] = stack.observe()
+        assert (seen.state, seen.reason) == (
+            "provisioning",
+            "no KServe controller has reconciled this InferenceService",
+        )
     kserve_harness.destroy()
     assert kserve_harness.owned(kinds.INFERENCE_SERVICE) == []
 
