@@ -1,19 +1,23 @@
 """``doctor``: can this identity run the stack here? Read-only checks, one row each.
 
 Config, API reachability, every non-builtin API the workload needs (the KServe CRD), a
-SelfSubjectAccessReview per verb and owned resource, and a list probe. Creates nothing.
+SelfSubjectAccessReview per verb and owned resource, a list probe, and whether a KServe
+controller has reconciled our InferenceServices (a served CRD alone makes nothing run).
+Creates nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.preflight import api_missing
 from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import KubernetesSettings
-from infercrane_pulumi.kinds import POD
+from infercrane_pulumi.kinds import INFERENCE_SERVICE, POD
 
 # What the shipped Role grants on each owned resource, and all the provider ever needs.
 OWNED_VERBS = ("get", "list", "create", "patch", "delete")
@@ -21,9 +25,31 @@ OWNED_VERBS = ("get", "list", "create", "patch", "delete")
 
 @dataclass(frozen=True)
 class DoctorRow:
-    status: str  # ok | fail | info (optional, never fails the doctor)
+    status: str  # ok | fail | warn, info (neither fails the doctor)
     name: str
     message: str
+
+
+def kserve_controller(owned: Sequence[dict[str, Any]]) -> DoctorRow:
+    """Whether a KServe controller reconciles the owned InferenceServices: one that did wrote
+    their status; none can be seen before one exists."""
+    if not owned:
+        return DoctorRow(
+            "info",
+            "kserve:controller",
+            "no InferenceService here yet: no sign of a KServe controller either way",
+        )
+    reconciled = sum(1 for obj in owned if obj.get("status"))
+    if reconciled:
+        return DoctorRow(
+            "ok", "kserve:controller", f"{reconciled} of {len(owned)} reconciled by KServe"
+        )
+    return DoctorRow(
+        "warn",
+        "kserve:controller",
+        f"none of the {len(owned)} InferenceService(s) here was reconciled: "
+        "no KServe controller seems to run",
+    )
 
 
 def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
@@ -56,6 +82,8 @@ def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
         try:
             found = cluster.select(kind, settings.namespace, naming.OWNED_SELECTOR)
             rows.append(DoctorRow("ok", f"list:{kind.resource}", f"{len(found)} owned object(s)"))
+            if kind == INFERENCE_SERVICE:
+                rows.append(kserve_controller(found))
         except InferCraneError as error:
             rows.append(DoctorRow("fail", f"list:{kind.resource}", str(error)))
     readable, _ = cluster.can(settings.namespace, "list", POD)

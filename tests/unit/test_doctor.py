@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.cluster.doctor import OWNED_VERBS, DoctorRow, doctor
+from infercrane_pulumi.cluster.doctor import OWNED_VERBS, DoctorRow, doctor, kserve_controller
 from infercrane_pulumi.kinds import DEPLOYMENT, SERVICE
 from tests.unit.fake_cluster import NS, FakeTransport, config
 
@@ -69,3 +69,22 @@ def test_doctor_creates_nothing() -> None:
         if m != "GET" and not p.endswith("selfsubjectaccessreviews")
     ]
     assert writes == []
+
+
+def test_doctor_warns_when_no_kserve_controller_reconciled_our_inference_services() -> None:
+    reconciled: dict[str, Any] = {"status": {"observedGeneration": 1, "conditions": []}}
+    cases: list[list[dict[str, Any]]] = [[], [{}, {}], [{}, reconciled]]
+    assert [kserve_controller(owned) for owned in cases] == [
+        DoctorRow(
+            "info",
+            "kserve:controller",
+            "no InferenceService here yet: no sign of a KServe controller either way",
+        ),
+        DoctorRow(
+            "warn",
+            "kserve:controller",
+            "none of the 2 InferenceService(s) here was reconciled: "
+            "no KServe controller seems to run",
+        ),
+        DoctorRow("ok", "kserve:controller", "1 of 2 reconciled by KServe"),
+    ]
