@@ -85,7 +85,7 @@ def pod_reason(pods: Sequence[Object]) -> str:
     return ""
 
 
-def deployment(workload: Object, desired_hash: str, pods: Sequence[Object]) -> Readiness:
+def deployment(workload: Object, desired_hash: str, pods: Sequence[Object] | None) -> Readiness:
     status = workload.get("status") or {}
     progressing = conditions(workload).get("Progressing") or {}
     if progressing.get("reason") == "ProgressDeadlineExceeded":
@@ -104,7 +104,7 @@ def deployment(workload: Object, desired_hash: str, pods: Sequence[Object]) -> R
     replica_failure = conditions(workload).get("ReplicaFailure") or {}
     return Readiness(
         "provisioning",
-        pod_reason(pods)
+        pod_reason(pods or ())
         or (replica_failure.get("status") == "True" and _explained(replica_failure))
         or (available_condition.get("status") == "False" and _explained(available_condition))
         or _explained(progressing)
@@ -123,10 +123,28 @@ def _serving(pod: Object) -> bool:
     return (conditions(pod).get("Ready") or {}).get("status") == "True"
 
 
-def inference_service(workload: Object, desired_hash: str, pods: Sequence[Object]) -> Readiness:
-    """KServe's verdict, and the predictor's Pods when they may be read: KServe copies the
-    InferenceService's annotations into them, and its Ready condition follows the predictor
-    Deployment's availability, which can still be a Pod of the previous intent's."""
+def _pods_behind(pods: Sequence[Object] | None, desired_hash: str) -> str:
+    """Why the readable predictor Pods do not show the current intent serving ("" if they do,
+    or cannot be read)."""
+    if pods is None:
+        return ""
+    current = [pod for pod in pods if _pod_hash(pod) == desired_hash]
+    if len(current) < len(pods):
+        return "a Pod of the previous intent still runs"
+    if not current:
+        return "no predictor Pod of the current intent yet"
+    if not any(map(_serving, current)):
+        return pod_reason(current) or "the current intent's predictor Pod is not ready"
+    return ""
+
+
+def inference_service(
+    workload: Object, desired_hash: str, pods: Sequence[Object] | None
+) -> Readiness:
+    """KServe's verdict, and the predictor's Pods when this identity may read them (``None``:
+    it may not): KServe copies the InferenceService's annotations into them, and its Ready
+    condition follows the predictor Deployment's availability, which can still be the previous
+    intent's Pod, or none at all while ``Recreate`` replaces it."""
     status = workload.get("status") or {}
     if not status:
         return Readiness("provisioning", NO_KSERVE_CONTROLLER)
@@ -138,12 +156,10 @@ def inference_service(workload: Object, desired_hash: str, pods: Sequence[Object
     if stale:
         return Readiness("provisioning", stale)
     ready = conditions(workload).get("Ready") or {}
-    current = [pod for pod in pods if _pod_hash(pod) == desired_hash]
     if ready.get("status") == "True":
-        if not pods or (len(current) == len(pods) and any(map(_serving, current))):
-            return Readiness("ready")
-        if len(current) < len(pods):
-            return Readiness("provisioning", "a Pod of the previous intent still runs")
+        behind = _pods_behind(pods, desired_hash)
+        return Readiness("provisioning", behind) if behind else Readiness("ready")
+    current = [pod for pod in pods or () if _pod_hash(pod) == desired_hash]
     return Readiness(
         "provisioning",
         pod_reason(current) or _explained(ready) or "waiting for the KServe controller",

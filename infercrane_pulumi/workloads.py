@@ -25,7 +25,10 @@ from infercrane_pulumi.manifests import Manifest
 
 Builder = Callable[[KubernetesSettings, ReplicaIntent, Manifest], Manifest]
 Endpoint = Callable[[KubernetesSettings, ReplicaIntent], str]
-ReadinessRule = Callable[[readiness.Object, str, Sequence[readiness.Object]], readiness.Readiness]
+# The workload, the desired intent hash, its Pods (None: this identity may not read Pods).
+ReadinessRule = Callable[
+    [readiness.Object, str, Sequence[readiness.Object] | None], readiness.Readiness
+]
 
 
 @dataclass(frozen=True)

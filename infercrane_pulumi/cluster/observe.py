@@ -103,9 +103,9 @@ def replica_observation(
     desired_hash: str,
     endpoint: str,
     objects: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]] | None,
 ) -> ReplicaObservation:
-    """One stack key's state from its live objects (pure)."""
+    """One stack key's state from its live objects and Pods (None: unreadable), pure."""
     by_kind = {obj["kind"]: obj for obj in objects}
     missing = [kind.kind for kind in api.kinds if kind.kind not in by_kind]
     if not by_kind:
@@ -138,9 +138,7 @@ def observe(
             key = naming.owner_key(item.get("metadata") or {}, settings.namespace)
             if key is not None:
                 grouped.setdefault(key, []).append(item)
-    pods: list[dict[str, Any]] = (
-        cluster.list_if_allowed(POD, settings.namespace, naming.OWNED_SELECTOR) or []
-    )
+    pods = cluster.list_if_allowed(POD, settings.namespace, naming.OWNED_SELECTOR)
     wanted = [i for i in config.replicas if keys is None or i.external_key in keys]
     found = [
         replica_observation(
@@ -149,7 +147,9 @@ def observe(
             desired_hash=naming.intent_hash(settings, intent),
             endpoint=api.endpoint(settings, intent),
             objects=grouped.get(intent.external_key, []),
-            pods=[p for p in pods if _key_hash(p) == naming.key_hash(intent.external_key)],
+            pods=None
+            if pods is None
+            else [p for p in pods if _key_hash(p) == naming.key_hash(intent.external_key)],
         )
         for intent in wanted
     ]
