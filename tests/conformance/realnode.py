@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.realnodes import RealNodeSpec
 from infercrane_dev.tests.realnode_fixtures import require_real_node
-from infercrane_pulumi import kinds, naming
+from infercrane_pulumi import automation, kinds, naming
 from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.observe import ReplicaObservation
+from tests.conformance.harness import ENGINE_BINARIES, ROOT, require_toolchain, wait_for
 
 SPEC = RealNodeSpec("NVIDIA-L4", gpus=2)
 # What one stand-in replica asks of the node: Burstable like the defaults (which are sized for
@@ -89,3 +92,33 @@ def http_get(address: str, port: int, path: str, token: str = "") -> Answer | No
         return Answer(response.status, json.loads(raw) if raw else None)
     except ValueError:
         return Answer(response.status, raw.decode(errors="replace"))
+
+
+def plane_environment(plane: LocalControlPlane, state_dir: Path) -> automation.PulumiEnvironment:
+    """A file-state Pulumi environment in ``state_dir`` (made here) for stacks on ``plane``, a
+    control plane of the scenario's own beside the suite's."""
+    state_dir.mkdir()
+    return automation.PulumiEnvironment(
+        state_dir=state_dir,
+        pulumi_home=ROOT / ".infercrane" / "pulumi-home",
+        passphrase="conformance-only",
+        bin_dir=require_toolchain(ENGINE_BINARIES),
+        kubeconfig=plane.kubeconfig_path,
+    )
+
+
+def wait_ready(
+    observe: Callable[[], ReplicaObservation], *, timeout: float, what: str
+) -> ReplicaObservation:
+    """The replica's observation once ``ready``; failing, the last one seen (why it is not
+    ready: unschedulable, crash looping, ...) is what the reader needs."""
+    seen: list[ReplicaObservation] = []
+
+    def ready() -> ReplicaObservation | None:
+        seen[:] = [observe()]
+        return seen[0] if seen[0].state == "ready" else None
+
+    try:
+        return wait_for(ready, timeout=timeout, what=what)
+    except AssertionError as late:
+        raise AssertionError(f"{late}; last observed: {seen}") from None

@@ -25,11 +25,11 @@ from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.localcluster.processes import processes_running
 from infercrane_dev.tests.realnode_fixtures import SERVER_IMAGE, node_spec, require_real_node
-from infercrane_pulumi import automation, naming
+from infercrane_pulumi import naming
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
-from tests.conformance.harness import ENGINE_BINARIES, ROOT, require_toolchain, wait_for
-from tests.conformance.realnode import STANDIN_RESOURCES, http_get
+from tests.conformance.harness import wait_for
+from tests.conformance.realnode import STANDIN_RESOURCES, http_get, plane_environment
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
 NAMESPACE = "hardened"
@@ -82,14 +82,7 @@ def test_a_hardened_pod_is_admitted_as_restricted_runs_becomes_ready_and_serves(
             NAMESPACE,
             {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}},
         )
-        env = automation.PulumiEnvironment(
-            state_dir=tmp_path / "state",
-            pulumi_home=ROOT / ".infercrane" / "pulumi-home",
-            passphrase="conformance-only",
-            bin_dir=require_toolchain(ENGINE_BINARIES),
-            kubeconfig=plane.kubeconfig_path,
-        )
-        (tmp_path / "state").mkdir()
+        env = plane_environment(plane, tmp_path / "state")
         settings = KubernetesSettings.model_validate(
             {
                 "context": plane.provider_context,

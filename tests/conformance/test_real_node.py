@@ -27,7 +27,7 @@ from infercrane_pulumi.cluster.observe import ReplicaObservation
 from infercrane_pulumi.intents import ReplicaIntent
 from tests.conformance.backends import Tenant
 from tests.conformance.harness import Harness, intent, wait_for
-from tests.conformance.realnode import Answer, RealNode, get
+from tests.conformance.realnode import Answer, RealNode, get, wait_ready
 
 pytestmark = pytest.mark.conformance
 
@@ -55,17 +55,9 @@ class Replicas:
         return found
 
     def ready(self, key: str) -> ReplicaObservation:
-        seen: list[ReplicaObservation] = []
-
-        def ready() -> ReplicaObservation | None:
-            seen[:] = [self.observe(key)]
-            return seen[0] if seen[0].state == "ready" else None
-
-        try:
-            return wait_for(ready, timeout=READY_SECONDS, what=f"{key} ready on the real node")
-        except AssertionError as late:
-            # Why it is not ready (unschedulable, crash looping, ...) is what the reader needs.
-            raise AssertionError(f"{late}; last observed: {seen}") from None
+        return wait_ready(
+            lambda: self.observe(key), timeout=READY_SECONDS, what=f"{key} ready on the real node"
+        )
 
     def get(self, key: str, path: str, *, port: int = 8000, token: str = "") -> Answer | None:
         where = self.harness.admin, self.harness.namespace, key
