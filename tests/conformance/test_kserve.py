@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_pulumi import kinds
-from infercrane_pulumi.errors import RejectedError
+from infercrane_pulumi import kinds, naming
+from infercrane_pulumi.cluster.client import RestTransport
+from infercrane_pulumi.errors import OwnershipError, RejectedError
 from tests.conformance.backends import Backend
 from tests.conformance.harness import Harness, managers, replica
 
@@ -63,3 +64,33 @@ def test_kserve_mode_without_the_crd_fails_clearly_before_any_write(
             operation()
         assert "InferenceService API serving.kserve.io/v1beta1 is not served" in str(refused.value)
     assert kserve_harness.resource_versions() == {}
+
+
+def test_a_foreign_manager_of_our_inference_service_field_fails_the_run_and_keeps_its_value(
+    inference_service_api: None, kserve_harness: Harness, backend: Backend
+) -> None:
+    kserve_harness.configure([replica("kserve-owned")], workloadApi="kserve")
+    kserve_harness.up()
+    name = naming.object_name("kserve-owned")
+    path = kinds.INFERENCE_SERVICE.path(kserve_harness.namespace, name)
+    foreign = {
+        "apiVersion": kinds.INFERENCE_SERVICE.group_version,
+        "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": kserve_harness.namespace},
+        "spec": {"predictor": {"minReplicas": 2}},
+    }
+    written = RestTransport(backend.admin).request(
+        "PATCH",
+        path,
+        query=[("fieldManager", "autoscaler-of-another-team"), ("force", "true")],
+        body=foreign,
+        content_type="application/apply-patch+yaml",
+    )
+    assert written.status == 200, written.body
+    with pytest.raises(OwnershipError) as refused:
+        kserve_harness.up()
+    assert ".spec.predictor.minReplicas" in str(refused.value)
+    assert "autoscaler-of-another-team" in str(refused.value)
+    live = kserve_harness.get(kinds.INFERENCE_SERVICE, "kserve-owned")
+    assert live is not None and live["spec"]["predictor"]["minReplicas"] == 2
+    kserve_harness.destroy()
