@@ -26,7 +26,9 @@ from infercrane_pulumi.workloads import WORKLOAD_APIS
 
 SHIPPED_NAMESPACE = "infercrane-system"
 # What the README tells an operator to apply first, whatever the workload API.
-BASE_FILES = ("base/namespace.yaml", "base/service-accounts.yaml", "base/provider-rbac.yaml")
+# The provider's Role comes from the workload-API table: a KServe namespace gets no power over
+# Deployments or Services (KServe's own, generated there, included).
+BASE_FILES = ("base/namespace.yaml", "base/service-accounts.yaml")
 OBSERVE_FILES = ("observe/pods-reader.yaml",)
 # The ServiceAccount the shipped RoleBindings bind the shipped Roles to.
 CONTROL_PLANE_ACCOUNT = "infercrane-control-plane"
