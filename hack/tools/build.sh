@@ -266,6 +266,15 @@ upstream_replaces() {
     }'
 }
 
+# mirror_replaces <module@version>: upstream's non-local replace directives, in this module.
+mirror_replaces() {
+  local gomod old new
+  gomod=$(mod_field "$1" GoMod) || return 1
+  while read -r old new; do
+    [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
+  done < <(upstream_replaces "$gomod")
+}
+
 # family_prepare <family> <scratch dir>: module-level edits needed before `go mod tidy` (update)
 # and before building (copies of generated/ignored inputs).
 family_prepare() {
@@ -330,10 +339,7 @@ update_family() {
           "$KUBE_MOD/cmd/kube-scheduler@$KUBE_VERSION" "$KUBE_MOD/cmd/kubelet@$KUBE_VERSION" \
           "$KUBE_MOD/cmd/kube-proxy@$KUBE_VERSION" ;;
       pulumi)
-        gomod=$(mod_field "$PULUMI_PKG_MOD@$PULUMI_VERSION" GoMod)
-        while read -r old new; do
-          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
-        done < <(upstream_replaces "$gomod")
+        mirror_replaces "$PULUMI_PKG_MOD@$PULUMI_VERSION"
         go mod edit -require="$PULUMI_PKG_MOD@$PULUMI_VERSION" -require="$PULUMI_SDK_MOD@$PULUMI_VERSION"
         go get -tool "$PULUMI_PKG_MOD/cmd/pulumi@$PULUMI_VERSION" ;;
       pulumi-language-python)
@@ -352,43 +358,28 @@ update_family() {
         family_prepare "$fam" "$dir"
         go get "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION" ;;
       kwok)
-        gomod=$(mod_field "$KWOK_MOD@$KWOK_VERSION" GoMod)
-        while read -r old new; do
-          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
-        done < <(upstream_replaces "$gomod")
+        mirror_replaces "$KWOK_MOD@$KWOK_VERSION"
         go get -tool "$KWOK_MOD/cmd/kwok@$KWOK_VERSION" ;;
       actionlint)
         go get -tool "$ACTIONLINT_MOD/cmd/actionlint@$ACTIONLINT_VERSION" ;;
       kube-score)
-        gomod=$(mod_field "$KUBE_SCORE_MOD@$KUBE_SCORE_VERSION" GoMod)
-        while read -r old new; do
-          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
-        done < <(upstream_replaces "$gomod")
+        mirror_replaces "$KUBE_SCORE_MOD@$KUBE_SCORE_VERSION"
         go get -tool "$KUBE_SCORE_MOD/cmd/kube-score@$KUBE_SCORE_VERSION" ;;
       infercrane-node)
         # Our own code; grpc and protobuf come at the versions k8s.io/kubelet requires.
         go mod edit -require="$KUBELET_MOD@$KUBELET_VERSION" ;;
       containerd)
-        gomod=$(mod_field "$CONTAINERD_MOD@$CONTAINERD_VERSION" GoMod)
-        while read -r old new; do
-          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
-        done < <(upstream_replaces "$gomod")
+        mirror_replaces "$CONTAINERD_MOD@$CONTAINERD_VERSION"
         go get -tool "$CONTAINERD_MOD/cmd/containerd@$CONTAINERD_VERSION" \
           "$CONTAINERD_MOD/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" "$CONTAINERD_MOD/cmd/ctr@$CONTAINERD_VERSION" ;;
       cni-plugins)
         for plugin in "${CNI_PLUGINS[@]}"; do tools+=("$CNI_PLUGINS_MOD/plugins/$plugin@$CNI_PLUGINS_VERSION"); done
         go get -tool "${tools[@]}" ;;
       versitygw)
-        gomod=$(mod_field "$VERSITYGW_MOD@$VERSITYGW_VERSION" GoMod)
-        while read -r old new; do
-          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
-        done < <(upstream_replaces "$gomod")
+        mirror_replaces "$VERSITYGW_MOD@$VERSITYGW_VERSION"
         go get -tool "$VERSITYGW_MOD/cmd/versitygw@$VERSITYGW_VERSION" ;;
       kserve)
-        gomod=$(mod_field "$KSERVE_MOD@$KSERVE_VERSION" GoMod)
-        while read -r old new; do
-          [[ $new == ./* || $new == ../* ]] || go mod edit -replace="$old=$new"
-        done < <(upstream_replaces "$gomod")
+        mirror_replaces "$KSERVE_MOD@$KSERVE_VERSION"
         go get -tool "$KSERVE_MOD/cmd/manager@$KSERVE_VERSION" ;;
     esac
     go mod tidy
