@@ -32,6 +32,15 @@ ReadinessRule = Callable[
 
 
 @dataclass(frozen=True)
+class RequiredField:
+    """A field the served API's schema must have; ``why`` says what its absence means."""
+
+    kind: Kind
+    path: tuple[str, ...]
+    why: str
+
+
+@dataclass(frozen=True)
 class WorkloadApi:
     name: WorkloadApiName
     kinds: tuple[Kind, ...]
@@ -42,6 +51,8 @@ class WorkloadApi:
     annotations: Mapping[str, str] = field(default_factory=dict)
     # Shown when a kind's API is not served: what the operator installs first.
     install_hint: str = ""
+    # Checked in the served schema before any write: what the kinds' version must know.
+    requires: tuple[RequiredField, ...] = ()
 
     @property
     def workload_kind(self) -> Kind:
@@ -96,6 +107,17 @@ WORKLOAD_APIS: Mapping[WorkloadApiName, WorkloadApi] = {
         },
         install_hint="install KServe and its CRDs first, then apply "
         "deploy/kubernetes/kserve/provider-rbac.yaml",
+        # The Standard mode is an annotation value no schema lists, and KServe before v0.16
+        # silently runs an unknown mode as its default (Serverless, say). storageUris came
+        # into the schema with v0.16, the first release that knows Standard.
+        requires=(
+            RequiredField(
+                INFERENCE_SERVICE,
+                ("spec", "predictor", "storageUris"),
+                "this KServe predates v0.16, the first that knows the Standard deployment "
+                "mode (an older one runs it in its default mode); install KServe v0.16 or later",
+            ),
+        ),
     ),
 }
 

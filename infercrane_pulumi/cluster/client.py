@@ -223,6 +223,16 @@ class Cluster:
         raise_for_status(response, f"discovery of {kind.group_version}")
         return any(item.get("name") == kind.plural for item in response.body.get("resources", []))
 
+    def schemas(self, kind: Kind) -> dict[str, Any]:
+        """The OpenAPI v3 schemas the API server publishes for ``kind``'s group version, by
+        name (every authenticated identity may read them; empty: none published)."""
+        prefix = f"/apis/{kind.group_version}" if kind.group else f"/api/{kind.version}"
+        response = self.transport.request("GET", f"/openapi/v3{prefix}")
+        if response.status == 404:
+            return {}
+        raise_for_status(response, f"OpenAPI schema of {kind.group_version}")
+        return dict((response.body.get("components") or {}).get("schemas") or {})
+
     def version(self) -> str:
         response = self.transport.request("GET", "/version")
         raise_for_status(response, "API server version")

@@ -14,7 +14,7 @@ from typing import Any
 
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.cluster.preflight import api_missing
+from infercrane_pulumi.cluster.preflight import api_problem
 from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import KubernetesSettings
 from infercrane_pulumi.kinds import INFERENCE_SERVICE, POD
@@ -62,11 +62,11 @@ def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
     for kind in api.kinds:
         if kind.builtin:
             continue
-        served = cluster.served(kind)
+        problem = api_problem(cluster, kind, api)
         rows.append(
             DoctorRow("ok", f"api:{kind.resource}", f"{kind.group_version} served")
-            if served
-            else DoctorRow("fail", f"api:{kind.resource}", api_missing(kind, api, cluster.context))
+            if problem is None
+            else DoctorRow("fail", f"api:{kind.resource}", problem)
         )
     for kind in api.kinds:
         for verb in OWNED_VERBS:

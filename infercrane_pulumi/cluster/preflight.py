@@ -144,10 +144,49 @@ def api_missing(kind: Kind, api: workloads.WorkloadApi, context: str) -> str:
     )
 
 
+def schema_problems(
+    kind: Kind, schemas: Mapping[str, Any], required: Sequence[workloads.RequiredField]
+) -> list[str]:
+    """The required fields that ``kind``'s published schema lacks, each saying why that
+    matters. A server that publishes no schema for ``kind`` leaves nothing to check here."""
+    gvk = {"group": kind.group, "version": kind.version, "kind": kind.kind}
+    found = [
+        schema
+        for schema in schemas.values()
+        if gvk in (schema.get("x-kubernetes-group-version-kind") or [])
+    ]
+    if not found:
+        return []
+    return [
+        f"{kind.kind} API {kind.group_version} has no {'.'.join(field.path)} in its schema: "
+        f"{field.why}"
+        for field in required
+        if not _has_path(found[0], field.path)
+    ]
+
+
+def _has_path(schema: Mapping[str, Any] | None, path: Sequence[str]) -> bool:
+    for name in path:
+        if schema is None:
+            return False
+        schema = (schema.get("properties") or {}).get(name)
+    return schema is not None
+
+
+def api_problem(cluster: Cluster, kind: Kind, api: workloads.WorkloadApi) -> str | None:
+    """Why ``kind``'s API as served cannot take this provider's objects (None: it can)."""
+    if not cluster.served(kind):
+        return api_missing(kind, api, cluster.context)
+    required = [field for field in api.requires if field.kind == kind]
+    problems = schema_problems(kind, cluster.schemas(kind), required) if required else []
+    return f"{'; '.join(problems)} (context {cluster.context})" if problems else None
+
+
 def require_served_apis(cluster: Cluster, api: workloads.WorkloadApi) -> None:
     for kind in api.kinds:
-        if not kind.builtin and not cluster.served(kind):
-            raise RejectedError(api_missing(kind, api, cluster.context))
+        problem = None if kind.builtin else api_problem(cluster, kind, api)
+        if problem is not None:
+            raise RejectedError(problem)
 
 
 def snapshot(cluster: Cluster, settings: KubernetesSettings) -> Snapshot:

@@ -15,6 +15,8 @@ from kubernetes import client
 from infercrane_dev.localcluster.crds import load_crds
 from infercrane_pulumi import kinds
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from infercrane_pulumi.cluster.preflight import api_problem
+from infercrane_pulumi.workloads import WORKLOAD_APIS
 from tests.conformance.harness import ROOT, wait_for
 from tests.conformance.ledger import RunLedger, read_raw
 
@@ -42,8 +44,15 @@ class KServeApi:
         found = self._crd()
         return found is not None and self.ledger.is_ours(found.get("metadata"))
 
-    def ensure(self) -> str | None:
-        """Make the API served if it is absent and may be installed; else why it cannot be."""
+    def problem(self) -> str | None:
+        """What the product's preflight says of the API as served (None: usable)."""
+        cluster = Cluster(RestTransport(self.admin))
+        return api_problem(cluster, kinds.INFERENCE_SERVICE, WORKLOAD_APIS["kserve"])
+
+    def ensure(self, *, before_standard_mode: bool = False) -> str | None:
+        """Make the API served if it is absent and may be installed; else why it cannot be.
+        ``before_standard_mode``: install the fixture as a KServe before v0.16 would serve it,
+        without the schema field that marks the Standard deployment mode."""
         if self.served():
             return None
         if not self.may_install:
@@ -52,10 +61,17 @@ class KServeApi:
                 "may not install the fixture CRD (make conformance ... KSERVE_CRD=install)"
             )
         [document] = load_crds(CRD_PATH)
+        if before_standard_mode:
+            schema = document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            del schema["properties"]["spec"]["properties"]["predictor"]["properties"]["storageUris"]
         if not self.ledger.create_crd(document):
             return f"CRD {CRD_NAME} appeared while this run was about to install it; not ours"
-        # Established is not yet discovered: the product's preflight asks discovery.
-        wait_for(self.served, timeout=60, what=f"{API} in discovery")
+        # Established is not yet discovered or published: the product's preflight asks both.
+        wait_for(
+            lambda: self.served() and (self.problem() is not None) == before_standard_mode,
+            timeout=60,
+            what=f"{API} in discovery and its schema published",
+        )
         return None
 
     def remove(self) -> str | None:

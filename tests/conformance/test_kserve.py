@@ -10,6 +10,7 @@ import pytest
 from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.cluster.client import RestTransport
 from infercrane_pulumi.errors import OwnershipError, RejectedError
+from infercrane_pulumi.workloads import WORKLOAD_APIS
 from tests.conformance.backends import Backend
 from tests.conformance.harness import Harness, managers, replica
 
@@ -64,6 +65,30 @@ def test_kserve_mode_without_the_crd_fails_clearly_before_any_write(
             operation()
         assert "InferenceService API serving.kserve.io/v1beta1 is not served" in str(refused.value)
     assert kserve_harness.resource_versions() == {}
+
+
+def test_a_kserve_before_the_standard_mode_is_refused_in_one_line_before_any_write(
+    backend: Backend, kserve_harness: Harness
+) -> None:
+    kept = backend.kserve.remove()
+    if kept is not None:
+        pytest.skip(kept)
+    try:
+        assert backend.kserve.ensure(before_standard_mode=True) is None
+        kserve_harness.configure([replica("kserve-old")], workloadApi="kserve")
+        [required] = WORKLOAD_APIS["kserve"].requires
+        for operation in (kserve_harness.preview, kserve_harness.up):
+            with pytest.raises(RejectedError) as refused:
+                operation()
+            assert refused.value.problems == (
+                "InferenceService API serving.kserve.io/v1beta1 has no "
+                f"spec.predictor.storageUris in its schema: {required.why} "
+                f"(context {kserve_harness.provider.context})",
+            )
+        assert kserve_harness.owned(kinds.INFERENCE_SERVICE) == []
+        assert kserve_harness.resource_versions() == {}
+    finally:
+        backend.kserve.remove()  # the next scenario installs the fixture as KServe serves it
 
 
 def test_a_foreign_manager_of_our_inference_service_field_fails_the_run_and_keeps_its_value(

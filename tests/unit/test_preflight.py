@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from infercrane_pulumi import preflighted, workloads
 from infercrane_pulumi.cluster import client, ownership, preflight
@@ -13,11 +15,13 @@ from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
 from infercrane_pulumi.intents import StackConfig
-from infercrane_pulumi.kinds import DEPLOYMENT
+from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE
 from infercrane_pulumi.program import preflight_unless_done
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, config, live_copy
 from tests.unit.test_run import STACK
+
+KSERVE_CRD = Path(__file__).parent.parent / "fixtures" / "kserve-inferenceservice-crd.yaml"
 
 
 def check_before_apply(cluster: Cluster, config: StackConfig) -> None:
@@ -208,3 +212,55 @@ def test_the_program_skips_its_preflight_only_for_the_configuration_a_driver_che
     preflight_unless_done(config(runtimeClassName="nvidia"), checked)  # another configuration
     preflight_unless_done(config(), {})  # a hand-run `pulumi up`
     assert [method for method, _, _ in transport.requests] == ["GET", "GET", "PATCH", "PATCH"] * 2
+
+
+def published(crd: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI v3 document an API server publishes for ``crd``'s group version."""
+    version = crd["spec"]["versions"][0]
+    gvk = {"group": crd["spec"]["group"], "version": version["name"], "kind": "InferenceService"}
+    schema = version["schema"]["openAPIV3Schema"] | {"x-kubernetes-group-version-kind": [gvk]}
+    return {"components": {"schemas": {"io.kserve.serving.v1beta1.InferenceService": schema}}}
+
+
+def kserve_transport(crd: dict[str, Any]) -> FakeTransport:
+    discovery = {"resources": [{"name": INFERENCE_SERVICE.plural}]}
+    return FakeTransport(
+        {
+            ("GET", "/apis/serving.kserve.io/v1beta1"): Response(200, discovery),
+            ("GET", "/openapi/v3/apis/serving.kserve.io/v1beta1"): Response(200, published(crd)),
+        }
+    )
+
+
+def test_a_kserve_that_predates_the_standard_mode_is_refused_in_one_line_before_any_write() -> None:
+    crd = yaml.safe_load(KSERVE_CRD.read_text())
+    del crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+        "predictor"
+    ]["properties"]["storageUris"]
+    transport = kserve_transport(crd)
+    with pytest.raises(RejectedError) as refused:
+        check_before_apply(Cluster(transport, context="edge"), config(workloadApi="kserve"))
+    [problem] = refused.value.problems
+    [required] = workloads.WORKLOAD_APIS["kserve"].requires
+    assert problem == (
+        "InferenceService API serving.kserve.io/v1beta1 has no spec.predictor.storageUris in "
+        f"its schema: {required.why} (context edge)"
+    )
+    assert "\n" not in problem and not refused.value.retryable
+    assert [(m, p) for m, p, _ in transport.requests] == [
+        ("GET", "/apis/serving.kserve.io/v1beta1"),
+        ("GET", "/openapi/v3/apis/serving.kserve.io/v1beta1"),
+    ]
+
+
+def test_a_kserve_whose_schema_knows_the_standard_mode_goes_on_to_the_dry_run() -> None:
+    transport = kserve_transport(yaml.safe_load(KSERVE_CRD.read_text()))
+    check_before_apply(Cluster(transport), config(workloadApi="kserve"))
+    assert [m for m, _, q in transport.requests if q.get("dryRun") == "All"] == ["PATCH"]
+
+
+def test_a_server_that_publishes_no_schema_for_the_kind_leaves_nothing_to_check() -> None:
+    assert (
+        preflight.schema_problems(INFERENCE_SERVICE, {}, workloads.WORKLOAD_APIS["kserve"].requires)
+        == []
+    )
