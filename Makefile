@@ -11,19 +11,19 @@ export PULUMI_SKIP_UPDATE_CHECK := true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 
-.PHONY: demo test unit lint fmt tools venv clean host-packages
+.PHONY: demo test unit lint fmt tools base-tools venv clean host-packages
 
 ## demo: build/reuse the toolchain, start a disposable control plane, run a real `pulumi up`
 ## (BACKEND=postgres: the state and the stack's lease in a throwaway PostgreSQL)
 BACKEND ?= file
-demo: venv tools host-packages
+demo: venv base-tools host-packages
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.demo --backend '$(BACKEND)' $(DEMO_ARGS)
 
 ## test: lint, type-check, go test of hack/tools, unit tests, the dev tools' tests, then
 ## real-engine conformance on the local control plane (and its real node)
-test: venv tools host-packages lint
-	hack/tools/build.sh --test
-	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m pytest -rs $(PYTEST_ARGS)
+## (hack/test.sh: KServe's toolchain family builds in the background meanwhile)
+test: venv base-tools host-packages
+	PYTEST_ARGS='$(PYTEST_ARGS)' hack/test.sh
 
 ## conformance: the conformance suite against an existing cluster (not a local one of its own),
 ## acting as CONTEXT, which must be an admin: make conformance KUBECONFIG=<file> CONTEXT=<admin
@@ -35,7 +35,7 @@ $(error make conformance: CONTEXT=<admin context> is required; usage: make confo
 endif
 endif
 .PHONY: conformance
-conformance: venv tools
+conformance: venv base-tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) INFERCRANE_CONFORMANCE_KUBECONFIG='$(KUBECONFIG)' \
 	  INFERCRANE_CONFORMANCE_CONTEXT='$(CONTEXT)' \
 	  INFERCRANE_CONFORMANCE_INSTALL_KSERVE_CRD='$(KSERVE_CRD)' \
@@ -51,18 +51,18 @@ unit: venv
 ## preview: the engine's PR comment for STACK on a disposable local control plane (BASE=<git ref>
 ## applies that revision of the stack file first, so the comment shows the change)
 .PHONY: preview
-preview: venv tools
+preview: venv base-tools
 	@test -n "$(STACK)" || { echo "usage: make preview STACK=<stack> [BASE=<git ref>]" >&2; exit 2; }
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.preview --stack '$(STACK)' $(if $(BASE),--base '$(BASE)')
 
 .PHONY: bench
-bench: venv tools
+bench: venv base-tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m benchmarks $(BENCH_ARGS)
 
 ## lint: ruff, mypy, shellcheck, go vet of hack/tools, actionlint and zizmor on the workflows,
 ## and kube-score and checkov on every rendered variant (needs `tools` for go vet, actionlint
 ## and kube-score)
-lint: venv tools $(CHECKOV_VENV)/.installed
+lint: venv base-tools $(CHECKOV_VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
@@ -87,6 +87,10 @@ host-packages:
 ## tools: build what is missing of the pinned toolchain into ~/.cache/infercrane/tools/<key>
 tools:
 	hack/tools/build.sh
+
+## base-tools: all of it but KServe's controller, which only its scenarios and `up --kserve` need
+base-tools:
+	hack/tools/build.sh --without kserve
 
 venv: $(VENV)/.installed
 

@@ -3,6 +3,8 @@
 #
 #   hack/tools/build.sh            build whatever is missing, install the kubernetes
 #                                  plugin into PULUMI_HOME; last stdout line: "bin: <dir>"
+#   hack/tools/build.sh --only F[,F] / --without F[,F]
+#                                  build just those families / all but those
 #   hack/tools/build.sh --bin-dir  print the absolute bin dir only (no building); KServe's
 #                                  CRDs/webhooks/ConfigMap YAML are in its kserve/ subdir
 #   hack/tools/build.sh --update   regenerate the wrapper go.mod/go.sum from the pins below
@@ -432,7 +434,24 @@ if [[ ${1-} == --vet || ${1-} == --test ]]; then
   (( ${#failed[@]} == 0 )) || die "go $verb failed: ${failed[*]}"
   exit 0
 fi
-[[ $# -eq 0 ]] || die "unknown argument: $1 (use no argument, --bin-dir, --update, --vet or --test)"
+# --only F[,F...] / --without F[,F...]: build just those families, or every other one (make test
+# builds KServe's, the slowest, in the background while the other suites run).
+SELECTED=("${FAMILIES[@]}")
+if [[ ${1-} == --only || ${1-} == --without ]]; then
+  [[ $# -eq 2 ]] || die "$1 takes one comma-separated list of families"
+  IFS=, read -r -a listed <<<"$2"
+  for fam in "${listed[@]}"; do
+    [[ " ${FAMILIES[*]} " == *" $fam "* ]] || die "unknown family: $fam (families: ${FAMILIES[*]})"
+  done
+  if [[ $1 == --only ]]; then
+    SELECTED=("${listed[@]}")
+  else
+    SELECTED=()
+    for fam in "${FAMILIES[@]}"; do [[ " ${listed[*]} " == *" $fam "* ]] || SELECTED+=("$fam"); done
+  fi
+  shift 2
+fi
+[[ $# -eq 0 ]] || die "unknown argument: $1 (use no argument, --only, --without, --bin-dir, --update, --vet or --test)"
 
 # ---------------------------------------------------------------------------
 # build
@@ -440,8 +459,11 @@ fi
 STORE="$CACHE_ROOT/store"
 LOG_DIR="$CACHE_ROOT/logs"
 mkdir -p "$STORE" "$LOG_DIR"
-exec 9>"$CACHE_ROOT/.lock"
-if command -v flock >/dev/null; then flock 9; fi
+# Taken only to write: a run that finds its families complete never waits for another's build.
+lock_cache() {
+  exec 9>"$CACHE_ROOT/.lock"
+  if command -v flock >/dev/null; then flock 9; fi
+}
 
 LDBASE="-s -w"
 now() { date +%s; }
@@ -556,13 +578,14 @@ FAILED=()
 echo "tools cache: $CACHE_ROOT"
 all_complete() {
   local fam
-  for fam in "${FAMILIES[@]}"; do family_complete "$fam" "$1" || return 1; done
+  for fam in "${SELECTED[@]}"; do family_complete "$fam" "$1" || return 1; done
 }
 if all_complete "$BIN_DIR"; then
-  echo "bin dir up to date: $BIN_DIR"
+  echo "bin dir up to date: $BIN_DIR (${SELECTED[*]})"
 else
+  lock_cache
   mkdir -p "$BIN_DIR"
-  for fam in "${FAMILIES[@]}"; do
+  for fam in "${SELECTED[@]}"; do
     if family_complete "$fam" "$BIN_DIR"; then
       continue
     fi
@@ -606,6 +629,7 @@ if [[ -x $BIN_DIR/pulumi && -x $BIN_DIR/pulumi-resource-kubernetes ]]; then
      && [[ ! -e $PULUMI_HOME/plugins/resource-kubernetes-v$PULUMI_K8S_VERSION.partial ]]; then
     echo "[plugin] kubernetes $PULUMI_K8S_VERSION already installed in $PULUMI_HOME"
   else
+    lock_cache
     reinstall=()
     [[ -e $installed ]] && reinstall=(--reinstall)
     echo "[plugin] installing resource kubernetes $PULUMI_K8S_VERSION into $PULUMI_HOME"
