@@ -15,9 +15,11 @@ export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 
 ## demo: build/reuse the toolchain, start a disposable control plane, run a real `pulumi up`
 ## (BACKEND=postgres: the state and the stack's lease in a throwaway PostgreSQL)
+## (KSERVE=1: also KServe's controller, building its toolchain family first, and a KServe replica)
 BACKEND ?= file
-demo: venv base-tools host-packages
-	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.demo --backend '$(BACKEND)' $(DEMO_ARGS)
+demo: venv $(if $(KSERVE),tools,base-tools) host-packages
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.demo --backend '$(BACKEND)' \
+	  $(if $(KSERVE),--kserve) $(DEMO_ARGS)
 
 ## test: lint, type-check, go test of hack/tools, unit tests, the dev tools' tests, then
 ## real-engine conformance on the local control plane (and its real node)

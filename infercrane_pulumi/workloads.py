@@ -23,6 +23,7 @@ from infercrane_pulumi.intents import (
 from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE, Kind
 from infercrane_pulumi.manifests import Manifest
 
+DNS_LABEL_MAX = 63
 Builder = Callable[[KubernetesSettings, ReplicaIntent, Manifest], Manifest]
 Endpoint = Callable[[KubernetesSettings, ReplicaIntent], str]
 # The workload, the desired intent hash, its Pods (None: this identity may not read Pods).
@@ -53,6 +54,9 @@ class WorkloadApi:
     install_hint: str = ""
     # Checked in the served schema before any write: what the kinds' version must know.
     requires: tuple[RequiredField, ...] = ()
+    # Why the workload's controller would never reconcile an object the API server accepts
+    # (empty: it would); checked before any write.
+    unreconcilable: Callable[[Manifest], list[str]] = lambda obj: []
 
     @property
     def workload_kind(self) -> Kind:
@@ -84,6 +88,22 @@ def _predictor_endpoint(settings: KubernetesSettings, intent: ReplicaIntent) -> 
     return f"http://{name}-predictor.{settings.namespace}.svc:80"
 
 
+def _kserve_host_label(obj: Manifest) -> list[str]:
+    # KServe names the predictor's host "<name>-predictor-<namespace>" (its default
+    # ingress.domainTemplate, applied even with ingress creation off) and refuses to reconcile
+    # an InferenceService whose label is longer than a DNS label may be.
+    name, namespace = obj["metadata"]["name"], obj["metadata"]["namespace"]
+    label = f"{name}-predictor-{namespace}"
+    if len(label) <= DNS_LABEL_MAX:
+        return []
+    return [
+        f"InferenceService/{namespace}/{name}: KServe names its predictor's host {label} "
+        f"({len(label)} characters, over the {DNS_LABEL_MAX} of a DNS label) and never "
+        f"reconciles it; in KServe mode a namespace has at most "
+        f"{DNS_LABEL_MAX - len(label) + len(namespace)} characters"
+    ]
+
+
 WORKLOAD_APIS: Mapping[WorkloadApiName, WorkloadApi] = {
     "deployment": WorkloadApi(
         name="deployment",
@@ -110,6 +130,7 @@ WORKLOAD_APIS: Mapping[WorkloadApiName, WorkloadApi] = {
         # The Standard mode is an annotation value no schema lists, and KServe before v0.16
         # silently runs an unknown mode as its default (Serverless, say). storageUris came
         # into the schema with v0.16, the first release that knows Standard.
+        unreconcilable=_kserve_host_label,
         requires=(
             RequiredField(
                 INFERENCE_SERVICE,

@@ -40,6 +40,7 @@ def check_run(
     applied = workloads.stack_objects(work, stack=stack)
     gone = workloads.stack_objects(desired.model_copy(update={"replicas": removed}), stack=stack)
     preflight.check_ownership(live, applied=applied, deleted=gone)
+    preflight.check_reconcilable(workloads.workload_api(desired.kubernetes), applied)
     preflight.check_dry_run(cluster, applied)
     return deletion.leftovers(
         live,

@@ -214,6 +214,14 @@ def check_ownership(
         raise OwnershipError(problems)
 
 
+def check_reconcilable(api: workloads.WorkloadApi, objects: Sequence[Manifest]) -> None:
+    """Refuse, naming each, the objects the API server would take but the workload's
+    controller never reconciles (a run would otherwise wait for them forever)."""
+    problems = [problem for obj in objects for problem in api.unreconcilable(obj)]
+    if problems:
+        raise RejectedError(problems)
+
+
 def check_dry_run(cluster: Cluster, objects: Sequence[Manifest]) -> None:
     """A strict server-side dry-run of every object, refused as one error naming each failure."""
     # Dry-runs are independent requests; the API server handles them concurrently.

@@ -80,7 +80,10 @@ class Backend(ABC):
     def tenant(
         self, workdir: Path, *, workload_api: WorkloadApiName = "deployment", observe: bool = False
     ) -> Tenant:
-        bootstrapped = self.ledger.bootstrap(workload_api=workload_api, observe=observe)
+        # KServe never reconciles a predictor whose host label "<name>-predictor-<namespace>"
+        # is over 63 characters: its namespaces get a shorter prefix (17 characters in all).
+        namespace = self.ledger.namespace_name("k" if workload_api == "kserve" else "ic")
+        bootstrapped = self.ledger.bootstrap(namespace, workload_api=workload_api, observe=observe)
         provider = issue(
             self.admin, self.cluster, bootstrapped.namespace, workdir / "provider.kubeconfig"
         )
@@ -136,10 +139,11 @@ class ExternalBackend(Backend):
             admin, target.context, cluster, may_install_kserve=target.install_kserve_crd
         )
         self.gpu_workload = target.gpu_workload
+        self.gpu_resources = target.gpu_resources
 
     def gpu_supply(self) -> contextlib.AbstractContextManager[GpuSupply]:
         return contextlib.nullcontext(
-            ExistingGpuNodes(self.admin, self.description, self.gpu_workload)
+            ExistingGpuNodes(self.admin, self.description, self.gpu_workload, self.gpu_resources)
         )
 
 

@@ -40,10 +40,13 @@ class GpuTarget:
     nodes: frozenset[str]
     tolerations: tuple[Mapping[str, str], ...] = ()
     workload: Mapping[str, Any] | None = None
+    resources: Mapping[str, Any] | None = None
 
     def settings(self) -> dict[str, Any]:
         """``infercrane:kubernetes`` settings the intents need on these nodes."""
-        return {"tolerations": [dict(t) for t in self.tolerations]} if self.tolerations else {}
+        return (
+            {"tolerations": [dict(t) for t in self.tolerations]} if self.tolerations else {}
+        ) | ({"resources": dict(self.resources)} if self.resources is not None else {})
 
     def intent_fields(self) -> dict[str, Any]:
         """Fields of each intent: the runnable workload, where the placeholder cannot run."""
@@ -93,11 +96,16 @@ class ExistingGpuNodes:
     """The GPU nodes an existing cluster already has; never adds or deletes one."""
 
     def __init__(
-        self, admin: client.ApiClient, cluster: str, workload: Mapping[str, Any] | None
+        self,
+        admin: client.ApiClient,
+        cluster: str,
+        workload: Mapping[str, Any] | None,
+        resources: Mapping[str, Any] | None = None,
     ) -> None:
         self.admin = admin
         self.cluster = cluster
         self.workload = workload
+        self.resources = resources
 
     def schedulable(self, base: str, gpus: int = 1) -> GpuTarget:
         del base  # the cluster's own product is used, whatever the scenario would have made
@@ -136,6 +144,7 @@ class ExistingGpuNodes:
             nodes=frozenset(chosen),
             tolerations=_tolerations(chosen.values()),
             workload=self.workload,
+            resources=self.resources,
         )
 
 

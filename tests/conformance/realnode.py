@@ -94,16 +94,17 @@ def http_get(address: str, port: int, path: str, token: str = "") -> Answer | No
         return Answer(response.status, raw.decode(errors="replace"))
 
 
-def plane_environment(plane: LocalControlPlane, state_dir: Path) -> automation.PulumiEnvironment:
-    """A file-state Pulumi environment in ``state_dir`` (made here) for stacks on ``plane``, a
-    control plane of the scenario's own beside the suite's."""
+def state_environment(kubeconfig: Path, state_dir: Path) -> automation.PulumiEnvironment:
+    """A file-state Pulumi environment in ``state_dir`` (made here) for stacks that reach their
+    cluster through ``kubeconfig``: a control plane of the scenario's own beside the suite's,
+    or a namespace's provider identity."""
     state_dir.mkdir()
     return automation.PulumiEnvironment(
         state_dir=state_dir,
         pulumi_home=ROOT / ".infercrane" / "pulumi-home",
         passphrase="conformance-only",
         bin_dir=require_toolchain(ENGINE_BINARIES),
-        kubeconfig=plane.kubeconfig_path,
+        kubeconfig=kubeconfig,
     )
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from infercrane_pulumi.intents import Workload
+from infercrane_pulumi.intents import Resources, Workload
 
 KUBECONFIG_ENV = "INFERCRANE_CONFORMANCE_KUBECONFIG"
 CONTEXT_ENV = "INFERCRANE_CONFORMANCE_CONTEXT"
@@ -24,6 +24,9 @@ INSTALL_KSERVE_CRD_ENV = "INFERCRANE_CONFORMANCE_INSTALL_KSERVE_CRD"
 # A real kubelet cannot pull the suite's placeholder runtime image, so a GPU scenario on a
 # real GPU node needs a runnable portable workload (the intent's `workload`, as JSON).
 GPU_WORKLOAD_ENV = "INFERCRANE_CONFORMANCE_GPU_WORKLOAD"
+# And what one replica of it asks of such a node (the settings' `resources`, as JSON), where
+# the defaults, sized for a real vLLM, are not what it needs.
+GPU_RESOURCES_ENV = "INFERCRANE_CONFORMANCE_GPU_RESOURCES"
 USAGE = "make conformance KUBECONFIG=<file> CONTEXT=<admin context> [KSERVE_CRD=install]"
 
 
@@ -39,6 +42,7 @@ class ExternalTarget:
     kubeconfig: str  # a file or a KUBECONFIG-style list, as kubectl reads it
     install_kserve_crd: bool
     gpu_workload: Mapping[str, Any] | None
+    gpu_resources: Mapping[str, Any] | None = None
 
 
 def default_kubeconfig(environ: Mapping[str, str]) -> str:
@@ -48,7 +52,13 @@ def default_kubeconfig(environ: Mapping[str, str]) -> str:
 
 def target_from_env(environ: Mapping[str, str] = os.environ) -> ExternalTarget | None:
     """The external cluster the environment names, or None for the suite's own local one."""
-    names = (KUBECONFIG_ENV, CONTEXT_ENV, INSTALL_KSERVE_CRD_ENV, GPU_WORKLOAD_ENV)
+    names = (
+        KUBECONFIG_ENV,
+        CONTEXT_ENV,
+        INSTALL_KSERVE_CRD_ENV,
+        GPU_WORKLOAD_ENV,
+        GPU_RESOURCES_ENV,
+    )
     values = {name: environ.get(name, "").strip() for name in names}
     if not any(values.values()):
         return None
@@ -66,21 +76,31 @@ def target_from_env(environ: Mapping[str, str] = os.environ) -> ExternalTarget |
         kubeconfig=values[KUBECONFIG_ENV] or default_kubeconfig(environ),
         install_kserve_crd=install == "install",
         gpu_workload=_workload(values[GPU_WORKLOAD_ENV]),
+        gpu_resources=_resources(values[GPU_RESOURCES_ENV]),
     )
 
 
 def _workload(text: str) -> Mapping[str, Any] | None:
     """The portable workload in the intent's own JSON form, validated by the product's model."""
+    return _validated(GPU_WORKLOAD_ENV, text, Workload)
+
+
+def _resources(text: str) -> Mapping[str, Any] | None:
+    """What one replica asks of a node, in the settings' own JSON form, validated likewise."""
+    return _validated(GPU_RESOURCES_ENV, text, Resources)
+
+
+def _validated(name: str, text: str, model: type[BaseModel]) -> Mapping[str, Any] | None:
     if not text:
         return None
     try:
         value = json.loads(text)
-        Workload.model_validate(value)
+        model.model_validate(value)
     except ValidationError as error:  # before ValueError, its base
         problem = error.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"]) or "workload"
-        raise TargetError(f"{GPU_WORKLOAD_ENV}: {where}: {problem['msg']}") from None
+        where = ".".join(str(part) for part in problem["loc"]) or "value"
+        raise TargetError(f"{name}: {where}: {problem['msg']}") from None
     except ValueError as error:
-        raise TargetError(f"{GPU_WORKLOAD_ENV} is not JSON: {error}") from None
-    workload: Mapping[str, Any] = value
-    return workload
+        raise TargetError(f"{name} is not JSON: {error}") from None
+    validated: Mapping[str, Any] = value
+    return validated

@@ -29,7 +29,7 @@ from infercrane_pulumi import naming
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from tests.conformance.harness import wait_for
-from tests.conformance.realnode import STANDIN_RESOURCES, http_get, plane_environment
+from tests.conformance.realnode import STANDIN_RESOURCES, http_get, state_environment
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
 NAMESPACE = "hardened"
@@ -82,7 +82,7 @@ def test_a_hardened_pod_is_admitted_as_restricted_runs_becomes_ready_and_serves(
             NAMESPACE,
             {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}},
         )
-        env = plane_environment(plane, tmp_path / "state")
+        env = state_environment(plane.kubeconfig_path, tmp_path / "state")
         settings = KubernetesSettings.model_validate(
             {
                 "context": plane.provider_context,

@@ -1,18 +1,25 @@
-"""KServe Standard mode as the real KServe controller treats it: KServe v0.20.0 (built from the
-pinned module, ``hack/tools``) runs beside the local control plane with its CRDs and webhooks,
-and its predictor runs the stand-in server on the real node.
+"""KServe Standard mode as a real KServe controller treats it.
+
+On the local backend, KServe v0.20.0 (built from the pinned module, ``hack/tools``) runs beside
+a control plane of these scenarios' own, with its CRDs and webhooks, and its predictor runs the
+stand-in server on the real node (needs root on Debian 12 and the machine's one real-node lock;
+otherwise skipped with the reason, failed under INFERCRANE_REQUIRE_TOOLS=1). On an existing
+cluster (``make conformance``) they drive the KServe that cluster runs, in a namespace of the
+run, on one of its GPU nodes with the operator's portable workload; they skip, saying why, where
+that cluster serves no usable InferenceService API, has no KServe webhook, no schedulable GPU
+node or no workload. What only the local backend can do stays local: reach the predictor from
+this host, and stop the controller.
 
 The provider identity is bound to the shipped KServe Role (InferenceServices only) and the
-optional Pod reader; everything else is read as admin. Local control plane only: an existing
-cluster's KServe is not driven here (it skips, saying so). Needs a real node (root on Debian 12,
-the machine's one real-node lock): otherwise skipped with the reason (failed under
-INFERCRANE_REQUIRE_TOOLS=1).
+optional Pod reader; everything else is read as admin.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,40 +35,44 @@ from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.cluster.observe import ReplicaObservation
 from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
-from tests.conformance.backends import Backend
-from tests.conformance.harness import wait_for
+from tests.conformance.backends import Backend, ExternalBackend
+from tests.conformance.harness import IMAGE, wait_for
+from tests.conformance.ledger import read_raw
 from tests.conformance.realnode import (
     STANDIN_RESOURCES,
     Answer,
     http_get,
-    plane_environment,
+    state_environment,
     wait_ready,
 )
 
-pytestmark = [pytest.mark.conformance, pytest.mark.timeout(900)]
-NAMESPACE = "kserve-replicas"
+pytestmark = [pytest.mark.conformance, pytest.mark.kserve_controller, pytest.mark.timeout(900)]
 MODEL = "Qwen/Qwen3-0.6B"
 READY_SECONDS = 240
 PREDICTOR_PORT = 80  # KServe's predictor Service
 NETWORK_POLICY = DEPLOY_DIR / "network-policy" / "runtime-ingress.yaml"
-
-
-@pytest.fixture(scope="module")
-def plane(backend: Backend) -> Iterator[LocalControlPlane]:
-    # Its own control plane beside the suite's: KServe's CRDs there would clash with the
-    # fixture CRD the API-only scenarios install and remove.
-    backend.local("these scenarios drive the local control plane's own KServe controller")
-    require_real_node()
-    with LocalControlPlane(scheduling=True, real_node=node_spec(), kserve=True) as started:
-        yield started
+# What KServe's install registers, however it was installed (upstream's name).
+KSERVE_WEBHOOK = "inferenceservice.serving.kserve.io"
+ProviderApi = Callable[[], contextlib.AbstractContextManager[client.ApiClient]]
 
 
 @dataclass
 class Site:
-    plane: LocalControlPlane
+    """Where the scenarios run: a stack as the provider, admin to read back, and the local
+    control plane whose KServe they may stop and whose Services this host reaches (None on an
+    existing cluster)."""
+
     stack: NamespaceStack
+    settings: KubernetesSettings
     worker_key: str
     admin: client.ApiClient
+    provider_api: ProviderApi
+    intent_fields: dict[str, Any] = field(default_factory=dict)
+    plane: LocalControlPlane | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace
 
     def observe(self, key: str) -> ReplicaObservation:
         [found] = self.stack.observe(key)
@@ -72,7 +83,7 @@ class Site:
 
     def get(self, key: str, path: str, token: str = "") -> Answer | None:
         service: Any = client.CoreV1Api(self.admin).read_namespaced_service(
-            self.predictor(key), NAMESPACE
+            self.predictor(key), self.namespace
         )
         return http_get(str(service.spec.cluster_ip), PREDICTOR_PORT, path, token)
 
@@ -85,39 +96,27 @@ class Site:
 
     def pods(self, key: str) -> list[Any]:
         selector = f"serving.kserve.io/inferenceservice={naming.object_name(key)}"
-        found = client.CoreV1Api(self.admin).list_namespaced_pod(NAMESPACE, label_selector=selector)
+        found = client.CoreV1Api(self.admin).list_namespaced_pod(
+            self.namespace, label_selector=selector
+        )
         return list(found.items)
+
+    def intent(self, key: str, **extra: Any) -> ReplicaIntent:
+        return ReplicaIntent.model_validate(
+            {"externalKey": key, "model": MODEL, "gpu": "NVIDIA-L4"} | self.intent_fields | extra
+        )
 
 
 @pytest.fixture(scope="module")
-def site(plane: LocalControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     workdir = tmp_path_factory.mktemp("kserve")
-    with plane.api_client(plane.admin_context) as admin:
-        bootstrapped = bootstrap_namespace(
-            admin, NAMESPACE, deploy_dir=DEPLOY_DIR, workload_api="kserve", observe=True
-        )
-        env = plane_environment(plane, workdir / "state")
-        settings = KubernetesSettings.model_validate(
-            {
-                "context": plane.provider_context,
-                "namespace": NAMESPACE,
-                "workloadApi": "kserve",
-                "imageDigest": plane.node_images[SERVER_IMAGE],
-                "resources": STANDIN_RESOURCES,
-            }
-        )
-        stack = NamespaceStack(settings, env, workdir / "workspace")
-        try:
-            yield Site(plane, stack, bootstrapped.worker_secret_value, admin)
-        finally:
-            plane.start_kserve()  # a scenario may have stopped it
-            stack.destroy()
-
-
-def intent(key: str, **extra: Any) -> ReplicaIntent:
-    return ReplicaIntent.model_validate(
-        {"externalKey": key, "model": MODEL, "gpu": "NVIDIA-L4"} | extra
+    made = (
+        existing_site(backend, workdir)
+        if isinstance(backend, ExternalBackend)
+        else local_site(backend, workdir)
     )
+    with made as ready:
+        yield ready
 
 
 def ready(site: Site, key: str) -> ReplicaObservation:
@@ -126,31 +125,130 @@ def ready(site: Site, key: str) -> ReplicaObservation:
     )
 
 
+@contextlib.contextmanager
+def local_site(backend: Backend, workdir: Path) -> Iterator[Site]:
+    backend.local("these scenarios drive the local control plane's own KServe controller")
+    require_real_node()
+    # A control plane of their own beside the suite's: KServe's CRDs there would clash with
+    # the fixture CRD the API-only scenarios install and remove.
+    namespace = "kserve-replicas"
+    with (
+        LocalControlPlane(scheduling=True, real_node=node_spec(), kserve=True) as plane,
+        plane.api_client(plane.admin_context) as admin,
+    ):
+        bootstrapped = bootstrap_namespace(
+            admin, namespace, deploy_dir=DEPLOY_DIR, workload_api="kserve", observe=True
+        )
+        settings = KubernetesSettings.model_validate(
+            {
+                "context": plane.provider_context,
+                "namespace": namespace,
+                "workloadApi": "kserve",
+                "imageDigest": plane.node_images[SERVER_IMAGE],
+                "resources": STANDIN_RESOURCES,
+            }
+        )
+        env = state_environment(plane.kubeconfig_path, workdir / "state")
+        stack = NamespaceStack(settings, env, workdir / "workspace")
+        try:
+            yield Site(
+                stack,
+                settings,
+                bootstrapped.worker_secret_value,
+                admin,
+                lambda: plane.api_client(plane.provider_context),
+                plane=plane,
+            )
+        finally:
+            plane.start_kserve()  # a scenario may have stopped it
+            stack.destroy()
+
+
+@contextlib.contextmanager
+def existing_site(backend: ExternalBackend, workdir: Path) -> Iterator[Site]:
+    cluster = backend.description
+    if not backend.kserve.served() or backend.kserve.ours():
+        pytest.skip(f"this cluster ({cluster}) has no KServe: no InferenceService API of its own")
+    problem = backend.kserve.problem()
+    if problem is not None:
+        pytest.skip(f"this cluster's KServe cannot run InferCrane's: {problem}")
+    webhooks = client.AdmissionregistrationV1Api(backend.admin)
+    if read_raw(webhooks.read_mutating_webhook_configuration, KSERVE_WEBHOOK) is None:
+        pytest.skip(
+            f"this cluster ({cluster}) serves the InferenceService API but registers no KServe "
+            f"webhook ({KSERVE_WEBHOOK}): no KServe controller is installed"
+        )
+    with backend.gpu_supply() as supply:
+        target = supply.schedulable("NVIDIA-L4")
+    tenant = backend.tenant(workdir, workload_api="kserve", observe=True)
+    settings = KubernetesSettings.model_validate(
+        {
+            "context": tenant.provider.context,
+            "namespace": tenant.namespace,
+            "workloadApi": "kserve",
+            "imageDigest": IMAGE,  # never run: each intent carries the operator's workload
+        }
+        | target.settings()
+    )
+    env = state_environment(tenant.provider.kubeconfig, workdir / "state")
+    stack = NamespaceStack(settings, env, workdir / "workspace")
+    try:
+        yield Site(
+            stack,
+            settings,
+            tenant.bootstrapped.worker_secret_value,
+            backend.admin,
+            tenant.provider.api_client,
+            intent_fields={"gpu": target.product} | target.intent_fields(),
+        )
+    finally:
+        stack.destroy()
+        backend.ledger.delete_namespace(tenant.namespace)
+
+
+def serving_revision(site: Site, key: str) -> str:
+    """The revision the replica serves: the intent its ready predictor Pods run and, where this
+    host reaches them (local), what their server answers with the worker key."""
+    pods = [pod for pod in site.pods(key) if _ready(pod)]
+    assert pods, f"{key}: no predictor Pod is ready"
+    by_hash = {
+        naming.intent_hash(site.settings, site.intent(key, modelRevision=revision)): revision
+        for revision in ("r1", "r2")
+    }
+    [revision] = {
+        by_hash.get(pod.metadata.annotations[naming.ANNOTATION_INTENT_HASH], "another intent")
+        for pod in pods
+    }
+    if site.plane is not None:
+        answer = site.answer(key, "/v1/models", site.worker_key)
+        assert answer.status == 200, answer
+        [model] = answer.body["data"]
+        assert (model["id"], model["revision"]) == (MODEL, revision)
+    return revision
+
+
+def _ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
 def test_kserve_runs_our_predictor_which_serves_with_the_key_and_no_autoscaler(
     site: Site,
 ) -> None:
-    key = "kserve-r0"
-    [created] = site.stack.ensure([intent(key, modelRevision="r1")]).replicas
-    predictor = f"http://{site.predictor(key)}.{NAMESPACE}.svc"
+    key, namespace = "kserve-r0", site.namespace
+    [created] = site.stack.ensure([site.intent(key, modelRevision="r1")]).replicas
+    predictor = f"http://{site.predictor(key)}.{namespace}.svc"
     assert (created.change, created.endpoint) == ("create", f"{predictor}:80")
     # Once KServe has written its address, observation reports KServe's form of it.
     assert ready(site, key).endpoint == f"{predictor}.cluster.local"
-
-    answer = site.answer(key, "/v1/models", site.worker_key)
-    assert answer.status == 200
-    [model] = answer.body["data"]
-    assert (model["id"], model["revision"]) == (MODEL, "r1")
-    assert site.answer(key, "/v1/models").status == 401
+    assert serving_revision(site, key) == "r1"
+    if site.plane is not None:  # this host reaches the local plane's Services
+        assert site.answer(key, "/v1/models").status == 401
 
     # InferCrane owns scaling: no HPA, and the predictor runs the one replica the intent says.
-    assert (
-        client.AutoscalingV2Api(site.admin)
-        .list_namespaced_horizontal_pod_autoscaler(NAMESPACE)
-        .items
-        == []
-    )
+    autoscalers = client.AutoscalingV2Api(site.admin).list_namespaced_horizontal_pod_autoscaler
+    assert autoscalers(namespace).items == []
     deployment: Any = client.AppsV1Api(site.admin).read_namespaced_deployment(
-        site.predictor(key), NAMESPACE
+        site.predictor(key), namespace
     )
     assert (deployment.spec.replicas, deployment.spec.strategy.type) == (1, "Recreate")
     # The optional NetworkPolicy selects the predictor's Pods: KServe copies our labels.
@@ -160,21 +258,21 @@ def test_kserve_runs_our_predictor_which_serves_with_the_key_and_no_autoscaler(
     assert selector.items() <= pod.metadata.labels.items()
 
     # The provider identity (the shipped KServe Role) has no power over what KServe generates.
-    with site.plane.api_client(site.plane.provider_context) as provider:
+    with site.provider_api() as provider:
         with pytest.raises(client.ApiException) as denied:
-            client.AppsV1Api(provider).delete_namespaced_deployment(site.predictor(key), NAMESPACE)
+            client.AppsV1Api(provider).delete_namespaced_deployment(site.predictor(key), namespace)
         assert denied.value.status == 403
 
     # KServe's defaulting webhook changed nothing of ours: the next run is a verified no-op.
-    again = site.stack.ensure([intent(key, modelRevision="r1")])
+    again = site.stack.ensure([site.intent(key, modelRevision="r1")])
     assert (again.verified_unchanged, [r.change for r in again.replicas]) == (True, ["same"])
 
 
 def test_a_revision_change_is_never_ready_before_the_new_revision_serves(site: Site) -> None:
     key = "kserve-rev"
-    site.stack.ensure([intent(key, modelRevision="r1")])
+    site.stack.ensure([site.intent(key, modelRevision="r1")])
     ready(site, key)
-    [changed] = site.stack.ensure([intent(key, modelRevision="r2")]).replicas
+    [changed] = site.stack.ensure([site.intent(key, modelRevision="r2")]).replicas
     assert changed.change == "update"
     seen: list[str] = []
 
@@ -183,8 +281,7 @@ def test_a_revision_change_is_never_ready_before_the_new_revision_serves(site: S
         seen.append(observed.state)
         if observed.state != "ready":
             return False
-        answer = site.answer(key, "/v1/models", site.worker_key)
-        assert answer.body["data"][0]["revision"] == "r2", f"ready while r1 serves: {seen}"
+        assert serving_revision(site, key) == "r2", f"ready while r1 serves: {seen}"
         return True
 
     wait_for(serving_r2, timeout=READY_SECONDS, what=f"{key} ready at r2")
@@ -193,16 +290,16 @@ def test_a_revision_change_is_never_ready_before_the_new_revision_serves(site: S
 
 def test_removing_a_key_takes_kserve_s_generated_objects_with_it(site: Site) -> None:
     keep, drop = "kserve-keep", "kserve-drop"
-    site.stack.ensure([intent(keep), intent(drop)])
+    site.stack.ensure([site.intent(keep), site.intent(drop)])
     wait_for(lambda: site.pods(drop) or None, timeout=60, what=f"{drop}'s predictor Pod")
-    result = site.stack.ensure([intent(keep)])
+    result = site.stack.ensure([site.intent(keep)])
     assert {r.external_key: r.change for r in result.replicas} == {keep: "same", drop: "delete"}
     apps, core = client.AppsV1Api(site.admin), client.CoreV1Api(site.admin)
 
     def generated() -> list[str]:
         found: list[Any] = [
-            *apps.list_namespaced_deployment(NAMESPACE).items,
-            *core.list_namespaced_service(NAMESPACE).items,
+            *apps.list_namespaced_deployment(site.namespace).items,
+            *core.list_namespaced_service(site.namespace).items,
         ]
         names = [str(obj.metadata.name) for obj in found]
         return sorted(n for n in names if n.startswith(naming.object_name(drop)))
@@ -212,24 +309,26 @@ def test_removing_a_key_takes_kserve_s_generated_objects_with_it(site: Site) -> 
 
 
 def test_with_the_controller_down_the_webhooks_refuse_and_a_retry_converges(site: Site) -> None:
-    key = "kserve-down"
-    site.plane.stop_kserve()
+    if site.plane is None:
+        pytest.skip("stops the KServe controller: only the local control plane's own may be")
+    key, plane = "kserve-down", site.plane
+    plane.stop_kserve()
     try:
         with pytest.raises(InferCraneError) as refused:
-            site.stack.ensure([intent(key)])
+            site.stack.ensure([site.intent(key)])
     finally:
-        site.plane.start_kserve()
+        plane.start_kserve()
     # KServe's defaulter fails closed (as upstream ships it): the API server answers 500 to
     # our strict dry-run, a retryable refusal, and nothing is written.
     assert refused.value.to_record() == {
         "code": "cluster-unavailable",
         "retryable": True,
         "problems": [
-            f"InferenceService/{NAMESPACE}/{naming.object_name(key)}: dry-run apply: "
+            f"InferenceService/{site.namespace}/{naming.object_name(key)}: dry-run apply: "
             "API server answered 500, try again"
         ],
     }
     assert (site.observe(key).state, site.pods(key)) == ("absent", [])
-    retried = {r.external_key: r.change for r in site.stack.ensure([intent(key)]).replicas}
+    retried = {r.external_key: r.change for r in site.stack.ensure([site.intent(key)]).replicas}
     assert retried[key] == "create"
     ready(site, key)

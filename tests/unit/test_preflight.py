@@ -264,3 +264,27 @@ def test_a_server_that_publishes_no_schema_for_the_kind_leaves_nothing_to_check(
         preflight.schema_problems(INFERENCE_SERVICE, {}, workloads.WORKLOAD_APIS["kserve"].requires)
         == []
     )
+
+
+def test_kserve_mode_refuses_a_namespace_whose_predictor_host_kserve_would_never_reconcile() -> (
+    None
+):
+    namespace = "eighteen-chars-ns1"
+    transport = kserve_transport(yaml.safe_load(KSERVE_CRD.read_text()))
+    kserve = config(workloadApi="kserve", namespace=namespace)
+    [isvc] = workloads.stack_objects(kserve)
+    name = isvc["metadata"]["name"]
+    host = f"{name}-predictor-{namespace}"
+    with pytest.raises(RejectedError) as refused:
+        check_before_apply(Cluster(transport), kserve)
+    assert refused.value.problems == (
+        f"InferenceService/{namespace}/{name}: KServe names its predictor's host {host} "
+        f"({len(host)} characters, over the 63 of a DNS label) and never reconciles it; in "
+        f"KServe mode a namespace has at most {len(namespace) - 1} characters",
+    )
+    assert not refused.value.retryable
+    assert [q.get("dryRun") for m, _, q in transport.requests if m != "GET"] == []
+    # One character shorter, the same run goes on to its strict dry-run.
+    shorter = kserve_transport(yaml.safe_load(KSERVE_CRD.read_text()))
+    check_before_apply(Cluster(shorter), config(workloadApi="kserve", namespace=namespace[:-1]))
+    assert [m for m, _, q in shorter.requests if q.get("dryRun") == "All"] == ["PATCH"]
