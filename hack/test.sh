@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`, in the order that hides the slowest build: every tool family but KServe's is
-# built first (the Makefile's prerequisite); KServe's (802 s of CPU cold, more than any other) then
+# built first (the Makefile's prerequisite); KServe's (802 s of CPU cold, 428 s beside the rest in one cold run) then
 # builds in the background, niced, while lint, the Go tests and every test not marked
 # kserve_controller run (much of their time is spent waiting on API servers and Pods); the
 # tests that run KServe's controller run last, once it is built. PYTEST_ARGS (a selection) runs one pytest after the
