@@ -39,12 +39,23 @@ def _explained(condition: Mapping[str, Any]) -> str:
     return f"{reason}: {message}" if reason and message else str(reason or message)
 
 
+def _another_intent(obj: Object, desired_hash: str) -> str | None:
+    """Why the live object does not carry the desired intent (our change is not applied), or
+    None."""
+    live_hash = ((obj.get("metadata") or {}).get("annotations") or {}).get(
+        naming.ANNOTATION_INTENT_HASH
+    )
+    if live_hash != desired_hash:
+        return f"{obj.get('kind')} carries another intent ({live_hash}); the change is not applied"
+    return None
+
+
 def _not_current(obj: Object, desired_hash: str, generation_of_status: Any) -> str | None:
     """Why the live object does not (yet) describe the desired intent, or None."""
     meta = obj.get("metadata") or {}
-    live_hash = (meta.get("annotations") or {}).get(naming.ANNOTATION_INTENT_HASH)
-    if live_hash != desired_hash:
-        return f"{obj.get('kind')} carries another intent ({live_hash}); the change is not applied"
+    another = _another_intent(obj, desired_hash)
+    if another:
+        return another
     if generation_of_status != meta.get("generation"):
         return f"generation {meta.get('generation')} not yet observed by its controller"
     return None
@@ -144,7 +155,9 @@ def inference_service(
     """KServe's verdict, and the predictor's Pods when this identity may read them (``None``:
     it may not): KServe copies the InferenceService's annotations into them, and its Ready
     condition follows the predictor Deployment's availability, which can still be the previous
-    intent's Pod, or none at all while ``Recreate`` replaces it."""
+    intent's Pod, or none at all while ``Recreate`` replaces it. Without the Pods, KServe's
+    Ready is all there is, and until KServe has reconciled a change it can be the previous
+    intent's (``doctor`` says so)."""
     status = workload.get("status") or {}
     if not status:
         return Readiness("provisioning", NO_KSERVE_CONTROLLER)
@@ -152,9 +165,13 @@ def inference_service(
     if model.get("transitionStatus") in _KSERVE_GAVE_UP:
         failure = model.get("lastFailureInfo") or {}
         return Readiness("failed", _explained(failure) or str(model["transitionStatus"]))
-    stale = _not_current(workload, desired_hash, status.get("observedGeneration"))
-    if stale:
-        return Readiness("provisioning", stale)
+    # Not the generation: KServe (Standard mode, v0.16 to v0.20 at least) copies its predictor
+    # Deployment's observedGeneration into status.observedGeneration, which therefore never
+    # says whether the InferenceService's own generation was reconciled (a change of our
+    # annotations alone leaves the two apart for good). Only the Pods can say which intent runs.
+    another = _another_intent(workload, desired_hash)
+    if another:
+        return Readiness("provisioning", another)
     ready = conditions(workload).get("Ready") or {}
     if ready.get("status") == "True":
         behind = _pods_behind(pods, desired_hash)

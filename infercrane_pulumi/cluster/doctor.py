@@ -87,14 +87,25 @@ def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
         except InferCraneError as error:
             rows.append(DoctorRow("fail", f"list:{kind.resource}", str(error)))
     readable, _ = cluster.can(settings.namespace, "list", POD)
-    rows.append(
-        DoctorRow("ok", "observe:pods", "list allowed: reasons come from the Pods too")
-        if readable
-        else DoctorRow(
-            "info",
-            "observe:pods",
-            "not granted (optional: deploy/kubernetes/observe/); reasons come from the "
-            "workload's own conditions",
-        )
-    )
+    rows.append(pods_row(readable, kserve=api.workload_kind == INFERENCE_SERVICE))
     return rows
+
+
+def pods_row(readable: bool, *, kserve: bool) -> DoctorRow:
+    """Whether observation may read the Pods: optional, except that in KServe mode they are
+    the only proof of which intent a Ready InferenceService serves (``readiness``)."""
+    if readable:
+        return DoctorRow("ok", "observe:pods", "list allowed: reasons come from the Pods too")
+    if kserve:
+        return DoctorRow(
+            "warn",
+            "observe:pods",
+            "not granted (deploy/kubernetes/observe/): ready is KServe's own Ready, which "
+            "until KServe reconciles a change can be the previous intent's",
+        )
+    return DoctorRow(
+        "info",
+        "observe:pods",
+        "not granted (optional: deploy/kubernetes/observe/); reasons come from the "
+        "workload's own conditions",
+    )

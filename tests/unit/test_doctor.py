@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.cluster.doctor import OWNED_VERBS, DoctorRow, doctor, kserve_controller
+from infercrane_pulumi.cluster.doctor import (
+    OWNED_VERBS,
+    DoctorRow,
+    doctor,
+    kserve_controller,
+    pods_row,
+)
 from infercrane_pulumi.kinds import DEPLOYMENT, SERVICE
 from tests.unit.fake_cluster import NS, FakeTransport, config
 
@@ -52,6 +58,15 @@ def test_without_the_optional_pod_reader_doctor_informs_and_still_passes() -> No
             "workload's own conditions",
         )
     ]
+
+
+def test_in_kserve_mode_doctor_warns_that_without_pods_ready_can_be_the_previous_intent() -> None:
+    assert [pods_row(False, kserve=kserve).status for kserve in (False, True)] == ["info", "warn"]
+    assert pods_row(False, kserve=True).message == (
+        "not granted (deploy/kubernetes/observe/): ready is KServe's own Ready, which "
+        "until KServe reconciles a change can be the previous intent's"
+    )
+    assert pods_row(True, kserve=True) == pods_row(True, kserve=False)
 
 
 def test_doctor_names_a_missing_verb() -> None:
