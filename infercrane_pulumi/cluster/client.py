@@ -276,11 +276,34 @@ class RestTransport:
         accept: str = "application/json",
     ) -> Response:
         headers = {"Accept": accept, "Content-Type": content_type}
+        raw: bytes | str
         try:
+            status, raw = self._send(method, path, list(query), headers, body)
+        except ApiException as error:
+            if not error.status:  # no answer: the client's own failure (TLS ones are re-raised so)
+                raise _transport_failure(error) from error
+            status, raw = int(error.status), error.body or b""
+        except Exception as error:
+            raise _transport_failure(error) from error
+        return Response(status=status, body=_json_object(raw))
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]],
+        headers: dict[str, str],
+        body: Any,
+    ) -> tuple[int, bytes]:
+        """One request through whichever REST layer the installed client has: kubernetes 37
+        regenerated it (``param_serialize`` then ``call_api(method, url)``); 31-36 take the path
+        in ``call_api`` and hand back the raw urllib3 response. Both add the kubeconfig's auth and
+        raise ``ApiException`` for a non-2xx answer."""
+        if hasattr(self._api, "param_serialize"):
             method, url, headers, payload, _ = self._api.param_serialize(
                 method,
                 path,
-                query_params=list(query),
+                query_params=query,
                 header_params=headers,
                 body=body,
                 auth_settings=["BearerToken"],
@@ -292,14 +315,19 @@ class RestTransport:
                 body=payload,
                 _request_timeout=REQUEST_TIMEOUT_SECONDS,
             )
-            status, raw = answer.status, answer.read()
-        except ApiException as error:
-            if not error.status:  # no answer: the client's own failure (TLS ones are re-raised so)
-                raise _transport_failure(error) from error
-            status, raw = int(error.status), error.body or b""
-        except Exception as error:
-            raise _transport_failure(error) from error
-        return Response(status=status, body=_json_object(raw))
+            return int(answer.status), bytes(answer.read())
+        answer = self._api.call_api(
+            path,
+            method,
+            query_params=query,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+        )
+        return int(answer.status), bytes(answer.data)
 
 
 def _root_cause(error: BaseException) -> BaseException:

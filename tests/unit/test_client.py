@@ -5,13 +5,17 @@ its snapshot, read again from its first page."""
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 import urllib3
+from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 from urllib3.connection import HTTPSConnection
 from urllib3.exceptions import (
@@ -396,11 +400,75 @@ def test_a_transport_failure_is_classified_by_its_cause_and_echoes_nothing(
 
 
 def test_an_answer_the_client_raises_is_an_answer_and_an_interruption_is_not_caught() -> None:
-    unauthorized = ApiException(status=401, body='{"kind": "Status", "message": "Unauthorized"}')
+    # As the client raises it (the body argument is newer than our lowest client, 31).
+    unauthorized = ApiException(status=401)
+    unauthorized.body = '{"kind": "Status", "message": "Unauthorized"}'
     answer = RestTransport(_FailingApiClient(unauthorized)).request("GET", "/version")
     assert answer == Response(401, {"kind": "Status", "message": "Unauthorized"})
     with pytest.raises(KeyboardInterrupt):
         RestTransport(_FailingApiClient(KeyboardInterrupt())).request("GET", "/version")
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers every request with its own record: what the client put on the wire."""
+
+    def do_PATCH(self) -> None:
+        sent = self.rfile.read(int(self.headers["Content-Length"]))
+        seen = {
+            "method": self.command,
+            "path": self.path,
+            "authorization": self.headers["Authorization"],
+            "contentType": self.headers["Content-Type"],
+            "body": json.loads(sent),
+        }
+        answer = json.dumps(seen).encode()
+        self.send_response(409 if seen["body"].get("conflict") else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *_: Any) -> None:
+        """Quiet: the test reads what was sent, not the server's log."""
+
+
+@pytest.fixture
+def recorder() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("conflict", [False, True], ids=["applied", "refused"])
+def test_the_installed_client_carries_path_query_auth_and_body_and_brings_the_answer(
+    recorder: str, conflict: bool
+) -> None:
+    # Whichever client is installed: 37 here, 31 in the lowest-versions run (`authorization` is
+    # the key both read the token from).
+    configuration = Configuration(host=recorder, api_key={"authorization": "Bearer t0ken"})
+    transport = RestTransport(ApiClient(configuration))
+    body = {"kind": "Service", "conflict": conflict}
+    path = "/api/v1/namespaces/a/services/b"
+    answer = transport.request(
+        "PATCH",
+        path,
+        query=[("fieldManager", "infercrane-provider-v1"), ("dryRun", "All")],
+        body=body,
+        content_type="application/apply-patch+yaml",
+    )
+    assert answer == Response(
+        409 if conflict else 200,
+        {
+            "method": "PATCH",
+            "path": f"{path}?fieldManager=infercrane-provider-v1&dryRun=All",
+            "authorization": "Bearer t0ken",
+            "contentType": "application/apply-patch+yaml",
+            "body": body,
+        },
+    )
 
 
 class _Scripted:
