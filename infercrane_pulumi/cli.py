@@ -12,6 +12,7 @@ lines on a terminal, else nothing.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
@@ -27,10 +28,12 @@ from infercrane_pulumi.automation import (
     PulumiEnvironment,
     RunOptions,
     inspect_stack_file,
+    pairing,
     resolve_environment,
     run_stack_file,
 )
 from infercrane_pulumi.cluster import client, doctor
+from infercrane_pulumi.components import PLUGIN_VERSION
 from infercrane_pulumi.config_files import load_stack_file, stack_file
 from infercrane_pulumi.errors import (
     EXIT_CODES,
@@ -88,6 +91,13 @@ def render(args: argparse.Namespace, ctx: Context) -> views.Result:
 def run_doctor(args: argparse.Namespace, ctx: Context) -> views.Result:
     config = _config(args)
     rows = doctor.doctor(ctx.connect(config.kubernetes), config.kubernetes)
+    tools, home = ctx.environ.get("INFERCRANE_TOOLS_BIN"), ctx.environ.get("PULUMI_HOME")
+    pulumi = pairing.installed(
+        Path(tools) if tools else None,
+        Path(home) if home else Path.home() / ".pulumi",
+        ctx.environ.get("PATH", ""),
+    )
+    rows += pairing.rows(pulumi)
     header, table = views.doctor_table(rows)
     ok = all(row.status != "fail" for row in rows)
     return views.Result("doctor", ok, data=views.to_json(rows), header=header, rows=table)
@@ -239,7 +249,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "doctor",
-        "check API, KServe API and every namespaced permission; creates nothing",
+        "check API, KServe API, every namespaced permission, the Pulumi CLI and plugin; "
+        "creates nothing",
         (_stack_or_file, _project_dir),
         run_doctor,
     ),
@@ -283,8 +294,21 @@ COMMANDS: tuple[Command, ...] = (
 BY_NAME = {command.name: command for command in COMMANDS}
 
 
+def version_line() -> str:
+    """Ours, and the Pulumi this installation pairs with (``pairing``)."""
+    sdk = pairing.sdk_version()
+    return (
+        f"infercrane-pulumi {importlib.metadata.version('infercrane-pulumi')} (pulumi SDK {sdk}, "
+        f"CLI {pairing.supported_cli(sdk)}; pulumi-kubernetes plugin {PLUGIN_VERSION})"
+    )
+
+
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="infercrane-pulumi")
+    # Raw text: the version line stays one line.
+    root = argparse.ArgumentParser(
+        prog="infercrane-pulumi", formatter_class=argparse.RawTextHelpFormatter
+    )
+    root.add_argument("--version", action="version", version=version_line())
     subcommands = root.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         sub = subcommands.add_parser(command.name, help=command.help)

@@ -20,6 +20,11 @@ from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.manifests import Manifest
 
+# The pulumi-kubernetes plugin the program asks for, whichever SDK of the supported range is
+# installed (an SDK asks for its own version otherwise): the one hack/tools builds and the
+# conformance suite runs.
+PLUGIN_VERSION = "4.25.0"
+
 
 def stack_provider(settings: KubernetesSettings) -> k8s.Provider:
     """The stack's only provider: explicit context and namespace, server-side apply on."""
@@ -33,6 +38,7 @@ def stack_provider(settings: KubernetesSettings) -> k8s.Provider:
         # only a different context means a different cluster.
         cluster_identifier=settings.context,
         enable_server_side_apply=True,
+        opts=pulumi.ResourceOptions(version=PLUGIN_VERSION),
     )
 
 

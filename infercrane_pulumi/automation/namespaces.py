@@ -24,7 +24,7 @@ import yaml
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming
-from infercrane_pulumi.automation import project, results, stacks
+from infercrane_pulumi.automation import pairing, project, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.run import (
@@ -94,7 +94,11 @@ class NamespaceStack:
         return stacks.observe_applied(self.stack(), self.settings, self._connect, keys)
 
     def doctor(self) -> list[doctor.DoctorRow]:
-        return doctor.doctor(self._connect(self.settings), self.settings)
+        """The cluster's rows, then whether the Pulumi CLI and plugin this stack's runs would
+        use are ones the program supports."""
+        env = self.env
+        found = pairing.installed(env.bin_dir, env.pulumi_home, os.environ.get("PATH", ""))
+        return doctor.doctor(self._connect(self.settings), self.settings) + pairing.rows(found)
 
     def applied(self) -> list[ReplicaIntent]:
         """The intents of the last successful run, from the stack's outputs in the backend."""

@@ -75,6 +75,7 @@ def finished(process: subprocess.Popen[str]) -> tuple[int, dict[str, Any], str]:
     return process.returncode, envelope, err
 
 
+@pytest.mark.pythons
 def test_the_json_cli_previews_applies_observes_and_destroys_per_key(harness: Harness) -> None:
     harness.configure([replica("cli-a"), replica("cli-b")])
 

@@ -17,9 +17,15 @@ from tests.conformance.ledger import RunLedger
 pytestmark = pytest.mark.conformance
 
 
+@pytest.mark.pythons
 def test_ensure_observe_change_remove_and_destroy_per_key(harness: Harness, tmp_path: Path) -> None:
     stack = harness.namespace_stack(tmp_path / "workspace")
     a, b = intent("cp-a"), intent("cp-b", modelRevision="r1")
+    # The control plane's doctor ends with the Pulumi its runs use: CLI and plugin in range.
+    assert [(row.status, row.name) for row in stack.doctor()[-2:]] == [
+        ("ok", "pulumi:cli"),
+        ("ok", "pulumi:plugin"),
+    ]
 
     created = stack.ensure([a, b])
     assert [(r.external_key, r.change) for r in created.replicas] == [

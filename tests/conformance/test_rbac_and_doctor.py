@@ -17,7 +17,13 @@ pytestmark = pytest.mark.conformance
 
 
 def doctor(harness: Harness) -> subprocess.CompletedProcess[str]:
-    return harness.cli("doctor", "--config", str(harness.stack_file))
+    """The CLI's doctor with the Pulumi the suite's runs use (its CLI and PULUMI_HOME)."""
+    pulumi = {"PULUMI_HOME": str(harness.env.pulumi_home)}
+    if harness.env.bin_dir is not None:
+        pulumi["INFERCRANE_TOOLS_BIN"] = str(harness.env.bin_dir)
+    return harness.cli(
+        "doctor", "--config", str(harness.stack_file), env=harness.process_env() | pulumi
+    )
 
 
 def test_doctor_passes_under_the_shipped_role_and_creates_nothing(harness: Harness) -> None:
@@ -40,6 +46,8 @@ def test_doctor_passes_under_the_shipped_role_and_creates_nothing(harness: Harne
     assert [line.split()[:2] for line in lines[1:]] == [
         *(["OK", name] for name in expected),
         ["INFO", "observe:pods"],
+        ["OK", "pulumi:cli"],
+        ["OK", "pulumi:plugin"],
     ]
     assert harness.resource_versions() == before == {}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ class Registration:
     inputs: dict[str, Any]
     secret_inputs: frozenset[str]
     retain_on_delete: bool
+    version: str  # the plugin version asked for ("" when left to the SDK)
 
 
 @dataclass
@@ -70,6 +72,7 @@ class _RecordingMonitor(MockMonitor):
                     inputs=pulumi.runtime.rpc.deserialize_properties(request.object),
                     secret_inputs=_secret_keys(request.object),
                     retain_on_delete=bool(request.retainOnDelete),
+                    version=str(request.version),
                 )
             )
         return response
@@ -84,6 +87,9 @@ def _secret_keys(struct: Any) -> frozenset[str]:
     )
 
 
+_LOOP = asyncio.new_event_loop()
+
+
 def run_program(
     kubernetes: Any,
     replicas: Any,
@@ -94,6 +100,19 @@ def run_program(
 ) -> Run:
     """Run ``build_program`` once with the given config blocks (``secret_keys``: the config
     keys Pulumi holds as secrets); never raises the program error."""
+    # The mocks make futures before any loop runs. Python 3.11 gave the thread a loop
+    # implicitly; 3.12+ warns instead, unless one is set: ours, one for the process, as 3.11's.
+    asyncio.set_event_loop(_LOOP)
+    return _run_program(kubernetes, replicas, preflight, preview, secret_keys)
+
+
+def _run_program(
+    kubernetes: Any,
+    replicas: Any,
+    preflight: Preflight | None,
+    preview: bool,
+    secret_keys: tuple[str, ...],
+) -> Run:
     run = Run()
     pulumi.runtime.set_mocks(
         _Mocks(),

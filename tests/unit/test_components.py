@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.components import PLUGIN_VERSION
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.kinds import DEPLOYMENT
@@ -86,6 +89,13 @@ def test_one_explicit_provider_per_stack_with_ssa_and_a_stable_cluster_identifie
     assert "kubeconfig" in provider.secret_inputs
     for registration in run.kubernetes_objects:
         assert "$pulumi:providers:kubernetes::infercrane-team-a::" in registration.provider
+
+
+def test_the_provider_asks_for_the_plugin_the_toolchain_builds_whatever_the_sdk() -> None:
+    build = (Path(__file__).parents[2] / "hack/tools/build.sh").read_text()
+    [built] = re.findall(r"^PULUMI_K8S_VERSION=(\S+)", build, re.MULTILINE)
+    [provider] = run_program(samples.kubernetes(), [samples.replica()]).of_type(PROVIDER_TYPE)
+    assert provider.version == PLUGIN_VERSION == built
 
 
 def test_without_kubeconfig_the_provider_gets_none_and_context_stays_explicit() -> None:

@@ -9,10 +9,12 @@ import ast
 import os
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = "infercrane_pulumi"
@@ -55,6 +57,7 @@ RANKS = {
     "automation.environment": 12,
     "automation.eventlog": 12,
     "automation.locks": 12,
+    "automation.pairing": 12,
     "automation.project": 12,
     "automation.results": 12,
     "automation.targets": 12,
@@ -242,7 +245,9 @@ def test_localcluster_modules_import_one_way() -> None:
     assert {name for name in graph if name in reachable(name)} == set()
 
 
-def test_the_wheel_ships_the_product_only_and_needs_no_dev_dependency(tmp_path: Path) -> None:
+def test_the_wheel_ships_the_typed_product_only_with_ranges_and_no_dev_dependency(
+    tmp_path: Path,
+) -> None:
     subprocess.run(
         [
             sys.executable,
@@ -271,12 +276,16 @@ def test_the_wheel_ships_the_product_only_and_needs_no_dev_dependency(tmp_path: 
         ]
     packages = {name.split("/")[0] for name in names if not name.endswith(".dist-info/RECORD")}
     assert {p for p in packages if not p.endswith(".dist-info")} == {PRODUCT}
-    assert sorted(r.split("==")[0] for r in requires) == [
-        "PyYAML",
-        "kubernetes",
-        "psycopg[binary]",
-        "pulumi",
-        "pulumi-kubernetes",
-        "pydantic",
-    ]
+    # What users install is the ranges pyproject declares (no exact pin), and nothing of dev.
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert sorted(map(str, map(Requirement, requires))) == sorted(
+        map(str, map(Requirement, declared))
+    )
+    assert not [r for r in requires if "==" in r]
+    # Typed for mypy --strict users of NamespaceStack, with the JSON schemas of the envelope.
+    schemas = sorted(p.name for p in (ROOT / PRODUCT / "schemas").glob("*.json"))
+    assert f"{PRODUCT}/py.typed" in names
+    assert sorted(n.rsplit("/", 1)[1] for n in names if n.startswith(f"{PRODUCT}/schemas/")) == (
+        schemas
+    )
     assert not [n for n in names if "localcluster" in n or "demo" in n]
