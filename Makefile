@@ -43,6 +43,13 @@ conformance: venv base-tools
 	  INFERCRANE_CONFORMANCE_INSTALL_KSERVE_CRD='$(KSERVE_CRD)' \
 	  $(PY) -m pytest -rs tests/conformance $(PYTEST_ARGS)
 
+## test-pythons: the built wheel on Python 3.12 (exact pins) and on 3.13 with the lowest allowed
+## dependencies: imports, --version, unit tests and the conformance subset marked `pythons`
+## (infercrane_dev/pythons.py; make test runs it too)
+.PHONY: test-pythons
+test-pythons: venv base-tools
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.pythons
+
 ## unit: the fast tests only (no binaries, no cluster)
 unit: venv
 	$(PY) -m pytest -rs tests/unit infercrane_dev/tests

@@ -40,5 +40,7 @@ if [[ -n ${PYTEST_ARGS-} ]]; then
   exit 0
 fi
 "$py" -m pytest -rs -m "not kserve_controller"
+# Python 3.12 and 3.13 (lowest dependencies) on the built wheel (infercrane_dev/pythons.py).
+"$py" -m infercrane_dev.pythons
 wait_for_kserve
 "$py" -m pytest -rs -m kserve_controller
