@@ -43,9 +43,9 @@ conformance: venv base-tools
 	  INFERCRANE_CONFORMANCE_INSTALL_KSERVE_CRD='$(KSERVE_CRD)' \
 	  $(PY) -m pytest -rs tests/conformance $(PYTEST_ARGS)
 
-## test-pythons: the built wheel on Python 3.12 (exact pins) and on 3.13 with the lowest allowed
-## dependencies: imports, --version, unit tests and the conformance subset marked `pythons`
-## (infercrane_dev/pythons.py; make test runs it too)
+## test-pythons: the built wheel in a clean virtualenv of Python 3.11 (its checks only), 3.12
+## (exact pins) and 3.13 (lowest allowed dependencies): imports, --version, unit tests and the
+## conformance subset marked `pythons` (infercrane_dev/pythons.py; make test runs it too)
 .PHONY: test-pythons
 test-pythons: venv base-tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.pythons
