@@ -103,16 +103,6 @@ def run_program(
     # The mocks make futures before any loop runs. Python 3.11 gave the thread a loop
     # implicitly; 3.12+ warns instead, unless one is set: ours, one for the process, as 3.11's.
     asyncio.set_event_loop(_LOOP)
-    return _run_program(kubernetes, replicas, preflight, preview, secret_keys)
-
-
-def _run_program(
-    kubernetes: Any,
-    replicas: Any,
-    preflight: Preflight | None,
-    preview: bool,
-    secret_keys: tuple[str, ...],
-) -> Run:
     run = Run()
     pulumi.runtime.set_mocks(
         _Mocks(),
