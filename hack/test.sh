@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `make test`, in the order that hides the slowest build: every tool family but KServe's is
-# built first (the Makefile's prerequisite); KServe's (802 s of CPU cold, 428 s beside the rest in one cold run) then
-# builds in the background, niced, while lint, the Go tests and every test not marked
-# kserve_controller run (much of their time is spent waiting on API servers and Pods); the
-# tests that run KServe's controller run last, once it is built. PYTEST_ARGS (a selection) runs one pytest after the
-# build instead. Either way a failed build fails the run, with its log.
+# built first (the Makefile's prerequisite); KServe's (802 s of CPU cold; 381 s beside the rest
+# in a cold .ci/run on a fresh VM) then builds in the background, niced, while lint, the Go
+# tests, every test not marked kserve_controller (1290 s there; much of it waiting on API
+# servers and Pods) and the wheel on every supported Python (infercrane_dev/pythons.py, 293 s
+# with a warm pip cache) run; the tests that run KServe's controller (161 s) run last, once it
+# is built. PYTEST_ARGS (a selection) runs one pytest after the build instead. Either way a
+# failed build fails the run, with its log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make=${MAKE:-make}
@@ -40,7 +42,7 @@ if [[ -n ${PYTEST_ARGS-} ]]; then
   exit 0
 fi
 "$py" -m pytest -rs -m "not kserve_controller"
-# Python 3.12 and 3.13 (lowest dependencies) on the built wheel (infercrane_dev/pythons.py).
+# The built wheel on Python 3.11, 3.12 and 3.13 (lowest dependencies).
 "$py" -m infercrane_dev.pythons
 wait_for_kserve
 "$py" -m pytest -rs -m kserve_controller
