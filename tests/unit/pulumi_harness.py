@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,7 +89,13 @@ def _secret_keys(struct: Any) -> frozenset[str]:
     )
 
 
-_LOOP = asyncio.new_event_loop()
+@functools.cache
+def _loop() -> asyncio.AbstractEventLoop:
+    """The process's one loop for the mocks, made when a test first runs the program (a
+    session that only collects this module makes none) and closed when the process ends."""
+    loop = asyncio.new_event_loop()
+    atexit.register(loop.close)
+    return loop
 
 
 def run_program(
@@ -102,7 +110,7 @@ def run_program(
     keys Pulumi holds as secrets); never raises the program error."""
     # The mocks make futures before any loop runs. Python 3.11 gave the thread a loop
     # implicitly; 3.12+ warns instead, unless one is set: ours, one for the process, as 3.11's.
-    asyncio.set_event_loop(_LOOP)
+    asyncio.set_event_loop(_loop())
     run = Run()
     pulumi.runtime.set_mocks(
         _Mocks(),
