@@ -32,6 +32,7 @@ from infercrane_pulumi.automation import (
     resolve_environment,
     run_stack_file,
 )
+from infercrane_pulumi.automation.environment import pulumi_paths
 from infercrane_pulumi.cluster import client, doctor
 from infercrane_pulumi.components import PLUGIN_VERSION
 from infercrane_pulumi.config_files import load_stack_file, stack_file
@@ -91,13 +92,8 @@ def render(args: argparse.Namespace, ctx: Context) -> views.Result:
 def run_doctor(args: argparse.Namespace, ctx: Context) -> views.Result:
     config = _config(args)
     rows = doctor.doctor(ctx.connect(config.kubernetes), config.kubernetes)
-    tools, home = ctx.environ.get("INFERCRANE_TOOLS_BIN"), ctx.environ.get("PULUMI_HOME")
-    pulumi = pairing.installed(
-        Path(tools) if tools else None,
-        Path(home) if home else Path.home() / ".pulumi",
-        ctx.environ.get("PATH", ""),
-    )
-    rows += pairing.rows(pulumi)
+    bin_dir, pulumi_home = pulumi_paths(EnvironmentFlags(), ctx.environ)
+    rows += pairing.rows(pairing.installed(bin_dir, pulumi_home, ctx.environ.get("PATH", "")))
     header, table = views.doctor_table(rows)
     ok = all(row.status != "fail" for row in rows)
     return views.Result("doctor", ok, data=views.to_json(rows), header=header, rows=table)

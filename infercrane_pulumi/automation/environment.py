@@ -136,14 +136,21 @@ def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> 
         )
     if problems or backend is None or passphrase is None:
         raise ConfigError(problems)
-    tools = flags.tools_bin or environ.get("INFERCRANE_TOOLS_BIN")
+    bin_dir, pulumi_home = pulumi_paths(flags, environ)
     kubeconfig = environ.get("KUBECONFIG")
-    home = flags.pulumi_home or environ.get("PULUMI_HOME")
     return PulumiEnvironment.for_backend(
         backend,
         lease_url=flags.lease_url or environ.get("INFERCRANE_LEASE_URL"),
-        pulumi_home=Path(home) if home else Path.home() / ".pulumi",
+        pulumi_home=pulumi_home,
         passphrase=passphrase,
-        bin_dir=Path(tools) if tools else None,
+        bin_dir=bin_dir,
         kubeconfig=Path(kubeconfig) if kubeconfig else None,
     )
+
+
+def pulumi_paths(flags: EnvironmentFlags, environ: Mapping[str, str]) -> tuple[Path | None, Path]:
+    """The directory holding the Pulumi CLI runs use (None: the one on PATH), and their
+    ``PULUMI_HOME``, where the plugin is installed."""
+    tools = flags.tools_bin or environ.get("INFERCRANE_TOOLS_BIN")
+    home = flags.pulumi_home or environ.get("PULUMI_HOME")
+    return Path(tools) if tools else None, Path(home) if home else Path.home() / ".pulumi"
