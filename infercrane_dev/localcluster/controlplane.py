@@ -385,6 +385,8 @@ class LocalControlPlane(ClusterAdmin):
             gpu_product_label=self._gpu_product_label,
             real_node=None if self._real_node is None else self._real_node.runtime.to_json(),
         )
+        if self._real_node is not None:
+            self._real_node.detach()
         self._detached = True
         atexit.unregister(self._stop_at_exit)
         return state

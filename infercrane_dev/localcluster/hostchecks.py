@@ -3,7 +3,9 @@
 :func:`unavailable` names the first thing missing in one line (root, cgroups, a binary or a
 host command, the machine lock, a fixed port, the bridge and routes, the socket path length),
 so that ``up`` and :meth:`.controlplane.LocalControlPlane.start` refuse without starting
-anything.  The checks start nothing, and leave the host as they found it.
+anything.  The checks start nothing, and leave the host as they found it.  The lock, ports and
+bridge of a node whose run was killed refuse nothing: the next start puts them back first
+(:mod:`.noderecord`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from . import hostlock, hostnet
+from . import hostlock, hostnet, noderecord
 from .binaries import SYSTEM_PATH, BinaryNotFoundError, find_binary
 from .kubelet import KUBELET_HEALTHZ_PORT, KUBELET_PORT
 from .kubeproxy import HEALTHZ_PORT, METRICS_PORT
@@ -94,15 +96,22 @@ def _root_problem() -> str | None:
     return None
 
 
-# Cheapest first; the lock before the ports, whose holder it names.
-_CHECKS: tuple[Callable[[], str | None], ...] = (
+# Cheapest first.
+_MACHINE_CHECKS: tuple[Callable[[], str | None], ...] = (
     _root_problem,
     _cgroups_problem,
     _missing_binary,
+)
+# What another real node holds; the lock before the ports, whose holder it names.
+_HOST_CHECKS: tuple[Callable[[], str | None], ...] = (
     hostlock.is_locked,
     _ports_problem,
     _network_problem,
 )
+
+
+def _first_problem(checks: tuple[Callable[[], str | None], ...]) -> str | None:
+    return next((problem for check in checks if (problem := check()) is not None), None)
 
 
 def unavailable(workdir: Path | None = None) -> str | None:
@@ -111,10 +120,12 @@ def unavailable(workdir: Path | None = None) -> str | None:
     Checks root, cgroups, the binaries and host commands, the machine lock, the fixed ports,
     the bridge and routes, and (given the node's ``workdir``) the socket path length.
     """
-    for check in _CHECKS:
-        problem = check()
-        if problem is not None:
-            return problem
+    problem = _first_problem(_MACHINE_CHECKS)
+    # A node whose run was killed holds nothing: the next start puts it back first.
+    if problem is None and noderecord.abandoned() is None:
+        problem = _first_problem(_HOST_CHECKS)
+    if problem is not None:
+        return problem
     # containerd also listens on the address + ".ttrpc".
     longest = f"{NodeLayout(workdir).containerd.address}.ttrpc" if workdir else ""
     if len(longest) > _MAX_SOCKET_PATH:

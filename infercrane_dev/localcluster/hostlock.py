@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from .processes import ManagedProcess, start_process
@@ -79,6 +80,17 @@ def acquire(workdir: Path, log_path: Path, path: Path = LOCK_PATH) -> ManagedPro
             HOLDER_NAME, ["sleep", "infinity"], log_path, pass_fds=(fd,), cwd=workdir
         )
     finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def held(path: Path = LOCK_PATH) -> Iterator[None]:
+    """Hold the lock in this process meanwhile (to tear down what a killed node left)."""
+    fd = _open_locked(path)
+    try:
+        yield
+    finally:
+        release_path(path)
         os.close(fd)
 
 

@@ -3,8 +3,10 @@ enough to put everything back, also from the record ``down`` reads (:mod:`.state
 
 :meth:`RealNodeRuntime.teardown` stops the daemons in reverse start order, kills what
 containers are left, stops containerd and its shims, unmounts, removes the bridge and the
-``KUBE-*`` chains, puts the host back as recorded and releases the machine lock last.  It only
-ever signals what the node started: its daemons, their shims and the Pods' processes.
+``KUBE-*`` chains, puts the host back as recorded, forgets the machine's record of the node
+(:mod:`.noderecord`) and releases the machine lock last.  :func:`reclaim_abandoned` runs that
+teardown for a node whose run was killed.  It only ever signals what the node started: its
+daemons, their shims and the Pods' processes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import hostlock, hostnet, hoststate
+from . import hostlock, hostnet, hoststate, noderecord
 from .layout import NodeLayout
 from .processes import ManagedProcess, ProcessStopError, processes_running, stop_process
 
@@ -66,23 +68,21 @@ class RealNodeRuntime:
         runtime = [p for p in self.processes if p.name == "containerd"]
         for process in reversed(daemons):
             errors += _stop(process, grace)
-        if self.baseline is None:
-            # The lock was taken but nothing on the host was touched yet.
-            errors += self._release_lock(grace)
-            return errors
-        # Containers first (their shims outlive containerd), then containerd and the shims.
-        errors += hoststate.kill_pod_processes()
-        for process in runtime:
-            errors += _stop(process, grace)
-        errors += _kill_shims(self.layout.containerd.address)
-        errors += hoststate.unmount_under(self.layout.root)
-        try:
-            hostnet.remove_bridge()
-        except hostnet.HostNetworkError as error:
-            errors.append(str(error))
-        errors += hostnet.remove_owned_chains()
-        errors += hoststate.restore(self.baseline)
+        if self.baseline is not None:  # None: the lock was taken, the host not touched yet
+            # Containers first (their shims outlive containerd), then containerd and the shims.
+            errors += hoststate.kill_pod_processes()
+            for process in runtime:
+                errors += _stop(process, grace)
+            errors += _kill_shims(self.layout.containerd.address)
+            errors += hoststate.unmount_under(self.layout.root)
+            try:
+                hostnet.remove_bridge()
+            except hostnet.HostNetworkError as error:
+                errors.append(str(error))
+            errors += hostnet.remove_owned_chains()
+            errors += hoststate.restore(self.baseline)
         self.processes = []
+        noderecord.forget(self.layout.root)
         errors += self._release_lock(grace)
         return errors
 
@@ -93,6 +93,28 @@ class RealNodeRuntime:
         errors = _stop(self.lock_holder, grace)
         self.lock_holder = None
         return errors
+
+
+def reclaim_abandoned(*, grace: float) -> tuple[str, list[str]] | None:
+    """Tear down the real node a killed run left on this machine, if any (:mod:`.noderecord`).
+
+    Returns what was put back (one line) and the teardown's errors, or None when nothing was
+    abandoned (or another start took the machine first).
+    """
+    record = noderecord.abandoned()
+    if record is None:
+        return None
+    node = RealNodeRuntime.from_json(record)
+    holder, node.lock_holder = node.lock_holder, None
+    # Its owner died but the lock's holder may live on; stop it (by its recorded start time,
+    # never a process that merely reuses its pid) so that the lock can be taken.
+    errors = [] if holder is None else _stop(holder, grace)
+    try:
+        with hostlock.held():
+            errors += node.teardown(grace=grace)
+    except hostlock.HostLockedError:
+        return None
+    return f"put back the real node {node.name} a killed run left ({node.layout.root})", errors
 
 
 def _stop(process: ManagedProcess, grace: float) -> list[str]:

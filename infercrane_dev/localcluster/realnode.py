@@ -6,9 +6,10 @@ of the host (:mod:`.hoststate`), the node's files (:mod:`.nodefiles`), the bridg
 (:mod:`.hostnet`), containerd (then the stand-in images of :mod:`infercrane_dev.images`, built
 from the tools bin dir, are imported), the kubelet (Ready in the API), the fake-GPU device
 plugin (the Node allocates the GPUs), kube-proxy (healthy).  Each step is recorded as it is
-taken (:class:`.noderuntime.RealNodeRuntime`), so the record's teardown is the rollback; and
-:func:`.hostchecks.unavailable` decides, before anything starts, whether this machine can run
-the node at all.
+taken (:class:`.noderuntime.RealNodeRuntime`), so the record's teardown is the rollback, and
+written to the machine's record (:mod:`.noderecord`), so that the next start puts back what a
+killed run left; :func:`.hostchecks.unavailable` decides, before anything starts, whether this
+machine can run the node at all.
 
 Identities: the kubelet is ``system:node:<name>`` in ``system:nodes``, bound to the
 ``system:node`` ClusterRole (this API server authorizes with RBAC only, and that user is the
@@ -25,6 +26,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from infercrane_dev.images import build_images
 
-from . import containerd, health, hostlock, hostnet, hoststate
+from . import containerd, health, hostlock, hostnet, hoststate, noderecord
 from .admin import new_api_client
 from .binaries import SYSTEM_PATH, find_binary
 from .certs import APISERVER_KUBELET_CLIENT_USER, CertificateAuthority, kubelet_user
@@ -43,7 +45,7 @@ from .kubeproxy import HEALTHZ_PORT, kube_proxy_args
 from .layout import NodeLayout
 from .nodefiles import write_node_files
 from .nodepools import GPU_RESOURCE
-from .noderuntime import RealNodeRuntime
+from .noderuntime import RealNodeRuntime, reclaim_abandoned
 from .processes import ManagedProcess, start_process
 from .processes import wait_until_ready as _wait_until_ready
 from .realnodes import RealNodeSpec, gpu_capacity, node_labels, node_name
@@ -97,9 +99,14 @@ class RealNode:
         return self.runtime.name
 
     def start(self) -> None:
-        problem = unavailable(self._layout.root)
-        if problem is not None:
-            raise RealNodeUnavailable(problem)
+        self._check_machine()
+        reclaimed = reclaim_abandoned(grace=self._grace)
+        if reclaimed is not None:
+            done, errors = reclaimed
+            if errors:
+                raise RealNodeUnavailable(f"could not {done}: {'; '.join(errors)}")
+            print(f"localcluster: {done}", file=sys.stderr)
+            self._check_machine()
         self._layout.root.mkdir(parents=True)
         try:
             self._start()
@@ -109,10 +116,24 @@ class RealNode:
                 exc.add_note("rollback of the real node also failed: " + "; ".join(errors))
             raise
 
+    def detach(self) -> None:
+        """Hand the node to whoever tears it down from the runtime record (``down``)."""
+        noderecord.save(self.runtime.to_json(), owner=None)
+
+    def _check_machine(self) -> None:
+        problem = unavailable(self._layout.root)
+        if problem is not None:
+            raise RealNodeUnavailable(problem)
+
+    def _record(self) -> None:
+        noderecord.save(self.runtime.to_json(), owner=os.getpid())
+
     def _start(self) -> None:
         runtime, layout, spec, cluster = self.runtime, self._layout, self.spec, self._cluster
         runtime.lock_holder = hostlock.acquire(layout.root, cluster.logs / "real-node-lock.log")
+        self._record()
         runtime.baseline = hoststate.HostBaseline.capture()
+        self._record()
         built = build_images(find_binary("infercrane-pause").parent, layout.root / "images")
         runtime.images = {image.name.rsplit("/", 1)[1]: image.reference for image in built}
         write_node_files(
@@ -174,6 +195,7 @@ class RealNode:
             env={**os.environ, "PATH": f"{bin_dir}:{SYSTEM_PATH}"},
         )
         self.runtime.processes.append(process)
+        self._record()
         return process
 
     def _wait(self, process: ManagedProcess, probe: Callable[[], bool]) -> None:
