@@ -16,6 +16,7 @@ from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
+    POLICY_KEY,
     REPLICAS_KEY,
     SET_KUBECONFIG_SECRET,
     StackConfig,
@@ -61,7 +62,7 @@ def parse_stack_text(text: str, *, source: str) -> StackConfig:
         # An encrypted (`secure:`) kubeconfig is Pulumi's to decrypt at run time; readers of
         # the file alone (render, doctor, inspect) use KUBECONFIG instead.
         kubernetes = {k: v for k, v in kubernetes.items() if k != "kubeconfig"}
-    return parse_stack_config(kubernetes, section.get(REPLICAS_KEY))
+    return parse_stack_config(kubernetes, section.get(REPLICAS_KEY), section.get(POLICY_KEY))
 
 
 def plain_kubeconfig_problems(kubernetes: Any, *, secret: bool) -> list[str]:

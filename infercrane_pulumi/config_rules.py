@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
+    POLICY_KEY,
     REPLICAS_KEY,
     RESERVED_ENV,
     RESERVED_MOUNTS,
@@ -36,13 +37,17 @@ from infercrane_pulumi.validators import (
 )
 
 
-def parse_stack_config(kubernetes: Any, replicas: Any) -> StackConfig:
-    """Validate both config blocks together; raise one ``ConfigError`` naming every problem."""
+def parse_stack_config(kubernetes: Any, replicas: Any, policy: Any = None) -> StackConfig:
+    """Validate the config blocks together; raise one ``ConfigError`` naming every problem."""
     problems: list[str] = []
     config: StackConfig | None = None
     try:
         config = StackConfig.model_validate(
-            {"kubernetes": kubernetes, "replicas": [] if replicas is None else replicas}
+            {
+                "kubernetes": kubernetes,
+                "replicas": [] if replicas is None else replicas,
+                "policy": {} if policy is None else policy,
+            }
         )
     except ValidationError as error:
         problems.extend(_describe(item) for item in error.errors())
@@ -59,10 +64,11 @@ def parse_stack_config(kubernetes: Any, replicas: Any) -> StackConfig:
 
 def _describe(item: Mapping[str, Any]) -> str:
     location = item["loc"]
-    block = KUBERNETES_KEY if location and location[0] == "kubernetes" else REPLICAS_KEY
-    path = block
+    blocks = {"kubernetes": KUBERNETES_KEY, "policy": POLICY_KEY}
+    path = blocks.get(location[0], REPLICAS_KEY) if location else REPLICAS_KEY
     for part in location[1:]:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        if part != "[key]":  # pydantic's marker of a mapping's key: the path already names it
+            path += f"[{part}]" if isinstance(part, int) else f".{part}"
     message = str(item["msg"]).removeprefix("Value error, ")
     if item["type"] == "missing":
         message = "is required"

@@ -42,6 +42,12 @@ class OwnershipError(InferCraneError):
     code = "ownership-conflict"
 
 
+class PolicyViolationError(InferCraneError):
+    """A mandatory rule of the stack's policy refused the change; nothing was written."""
+
+    code = "policy-violation"
+
+
 class RejectedError(InferCraneError):
     """The API server refused an object or a request (invalid, forbidden, API not served)."""
 
@@ -127,6 +133,7 @@ ERRORS: Mapping[str, type[InferCraneError]] = {
     for cls in (
         ConfigError,
         OwnershipError,
+        PolicyViolationError,
         RejectedError,
         ClusterUnavailableError,
         ClusterTlsError,
@@ -141,12 +148,13 @@ ERRORS: Mapping[str, type[InferCraneError]] = {
     )
 }
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_BUSY = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_BUSY, EXIT_POLICY = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED = 130
 # The command line's exit code per error code: invalid input, retry later, or failed.
 EXIT_CODES: Mapping[str, int] = {
     ConfigError.code: EXIT_INVALID,
     OwnershipError.code: EXIT_FAILED,
+    PolicyViolationError.code: EXIT_POLICY,
     RejectedError.code: EXIT_FAILED,
     ClusterUnavailableError.code: EXIT_UNAVAILABLE,
     ClusterTlsError.code: EXIT_FAILED,

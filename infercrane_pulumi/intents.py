@@ -7,6 +7,7 @@ stack files is ``config_files``. No I/O, nothing about Pulumi or Kubernetes clie
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -36,6 +37,7 @@ CONFIG_NAMESPACE = "infercrane"
 WorkloadApiName = Literal["deployment", "kserve"]
 KUBERNETES_KEY = f"{CONFIG_NAMESPACE}:kubernetes"
 REPLICAS_KEY = f"{CONFIG_NAMESPACE}:replicas"
+POLICY_KEY = f"{CONFIG_NAMESPACE}:policy"
 # How an operator stores kubeconfig contents encrypted (the refusal of plain text names it).
 SET_KUBECONFIG_SECRET = f"pulumi config set --secret --path '{KUBERNETES_KEY}.kubeconfig' < file"
 # Where the model cache is mounted unless a custom workload says otherwise; HF_HOME points there.
@@ -48,6 +50,8 @@ RESERVED_MOUNTS = frozenset({"/dev/shm", "/tmp", HOME_PATH})
 # A probe allowance in seconds: at least one period, at most a day.
 StartupSeconds = Annotated[int, Field(strict=True, ge=1, le=86400)]
 UserId = Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
+# The Pod Security Standards' levels, least to most restrictive.
+PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
 
 
 class _Model(BaseModel):
@@ -194,11 +198,45 @@ class ReplicaIntent(_Model):
         return self.port
 
 
+RuleId = Literal[
+    "image-registry", "gpu-product", "gpu-budget", "runtime-flags", "pod-security", "model-name"
+]
+Enforcement = Literal["mandatory", "advisory", "disabled"]
+# A registry host, optionally with a port and a path prefix (``ghcr.io/acme``).
+Registry = Annotated[
+    str,
+    Field(pattern=r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9._-]+)*$", max_length=255),
+]
+Flag = Annotated[str, Field(pattern=r"^--?[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=128)]
+DEFAULT_DENIED_FLAGS = ("--trust-remote-code", "--api-key")
+
+
+class PolicySettings(_Model):
+    """``infercrane:policy``: what the namespace's platform team allows, and how strictly
+    (README, "Policy"). An unset list allows anything; the denied flags by default are the
+    two no replica should carry: ``--trust-remote-code`` runs code from the model's
+    repository, an ``--api-key`` in argv is a credential every process listing shows."""
+
+    allowed_registries: tuple[Registry, ...] | None = None
+    gpu_products: tuple[LabelValue, ...] | None = None
+    gpu_budget: Annotated[int, Field(strict=True, ge=0)] | None = None
+    denied_flags: tuple[Flag, ...] = DEFAULT_DENIED_FLAGS
+    # Flags this namespace allows although they are denied (``--trust-remote-code`` for a
+    # team that reviewed the model's code).
+    allowed_flags: tuple[Flag, ...] = ()
+    pod_security: PodSecurityLevel = "baseline"
+    # Shell-style patterns (``Qwen/*``) a model name must match one of.
+    model_patterns: tuple[Printable, ...] | None = None
+    enforcement: Mapping[RuleId, Enforcement] = Field(default_factory=dict)
+
+
 class StackConfig(_Model):
-    """Everything one stack deploys: its namespace settings and its replica intents."""
+    """Everything one stack deploys: its namespace settings and its replica intents, and the
+    policy they must meet."""
 
     kubernetes: KubernetesSettings
     replicas: tuple[ReplicaIntent, ...] = ()
+    policy: PolicySettings = PolicySettings()
 
 
 def effective_resources(settings: KubernetesSettings, intent: ReplicaIntent) -> Resources:

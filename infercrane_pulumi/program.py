@@ -1,8 +1,10 @@
 """The Pulumi program: one ``build_program`` for the CLI (``pulumi up``) and the Automation API.
 
-It reads and validates the whole stack configuration first, then runs the ownership preflight,
-and only then registers the provider and the components, so an invalid configuration or a
-foreign object means zero registered resources and zero writes. A refusal is reported twice:
+It reads and validates the whole stack configuration first, then applies its policy (a
+mandatory rule broken refuses the run, an advisory one is a warning), then runs the ownership
+preflight, and only then registers the provider and the components, so an invalid
+configuration, a policy violation or a foreign object means zero registered resources and zero
+writes. A refusal is reported twice:
 as data on the refusal channel (for the Automation API) and as the run's error text (for
 people running ``pulumi up``).
 """
@@ -22,6 +24,7 @@ from infercrane_pulumi.config_files import plain_kubeconfig_problems
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError, InferCraneError
 from infercrane_pulumi.intents import CONFIG_NAMESPACE, KUBERNETES_KEY, StackConfig
+from infercrane_pulumi.policy.rules import enforce
 
 Preflight = Callable[[StackConfig], None]
 HOST_CONFIG_FILE_ENV = "INFERCRANE_PULUMI_CONFIG_FILE"
@@ -35,7 +38,9 @@ def config_from_pulumi() -> StackConfig:
     secret = pulumi.runtime.is_config_secret(KUBERNETES_KEY)
     plain = plain_kubeconfig_problems(kubernetes, secret=secret)
     try:
-        parsed = parse_stack_config(kubernetes, config.get_object("replicas"))
+        parsed = parse_stack_config(
+            kubernetes, config.get_object("replicas"), config.get_object("policy")
+        )
     except ConfigError as error:
         raise ConfigError(plain + list(error.problems)) from error
     if plain:
@@ -53,6 +58,8 @@ def build_program(preflight: Preflight) -> Callable[[], None]:
     def program() -> None:
         try:
             config = config_from_pulumi()
+            for finding in enforce(config.policy, config):
+                pulumi.log.warn(f"[policy {finding.rule}] {finding.message}")
             preflight(config)
         except InferCraneError as error:
             refusals.report(error)

@@ -41,8 +41,10 @@ from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import InferCraneError, InternalError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
+    POLICY_KEY,
     REPLICAS_KEY,
     KubernetesSettings,
+    PolicySettings,
     ReplicaIntent,
     StackConfig,
 )
@@ -56,6 +58,8 @@ class NamespaceStack:
     stack_name: str = ""  # default: the namespace (one stack per namespace)
     wait_seconds: float = 0.0
     on_event: EventHandler | None = None
+    # The rules every run's program applies (``infercrane:policy``; README, "Policy").
+    policy: PolicySettings = field(default_factory=PolicySettings)
     _stack: auto.Stack | None = field(default=None, init=False, repr=False)
     _kubeconfig_digest: str | None = field(default=None, init=False, repr=False)
 
@@ -111,6 +115,7 @@ class NamespaceStack:
         return parse_stack_config(
             self.settings.model_dump(mode="json", by_alias=True, exclude_none=True),
             [intent.model_dump(mode="json", by_alias=True) for intent in intents],
+            self.policy.model_dump(mode="json", by_alias=True, exclude_none=True),
         )
 
     def stack(self) -> auto.Stack:
@@ -148,6 +153,11 @@ class NamespaceStack:
         section[REPLICAS_KEY] = [
             intent.model_dump(mode="json", by_alias=True) for intent in config.replicas
         ]
+        section.pop(POLICY_KEY, None)
+        if config.policy != PolicySettings():
+            section[POLICY_KEY] = config.policy.model_dump(
+                mode="json", by_alias=True, exclude_defaults=True
+            )
         updated = yaml.safe_dump(document, sort_keys=False)
         if updated != text:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,7 @@ from infercrane_pulumi.cluster import client, observe
 from infercrane_pulumi.config_files import STACK_FILE, parse_stack_text, stack_file
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import KUBERNETES_KEY, REPLICAS_KEY, StackConfig
+from infercrane_pulumi.intents import KUBERNETES_KEY, POLICY_KEY, REPLICAS_KEY, StackConfig
 
 
 def stack_name(path: Path) -> str:
@@ -153,5 +153,7 @@ def _with_kubeconfig(stack: auto.Stack, document: Any, config: StackConfig) -> S
     with stacks.pulumi_errors(stack.name):
         contents = stack.get_config(f"{KUBERNETES_KEY}.kubeconfig", path=True).value
     settings = config.kubernetes.model_dump(mode="json", by_alias=True, exclude_none=True)
-    replicas = document["config"].get(REPLICAS_KEY)
-    return parse_stack_config(settings | {"kubeconfig": contents}, replicas)
+    section = document["config"]
+    return parse_stack_config(
+        settings | {"kubeconfig": contents}, section.get(REPLICAS_KEY), section.get(POLICY_KEY)
+    )

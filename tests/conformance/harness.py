@@ -127,11 +127,19 @@ class Harness:
             "imageDigest": IMAGE,
         } | settings
 
-    def configure(self, replicas: list[dict[str, Any]], **settings: Any) -> Path:
+    def configure(
+        self,
+        replicas: list[dict[str, Any]],
+        *,
+        policy: dict[str, Any] | None = None,
+        **settings: Any,
+    ) -> Path:
         """Write the generated project (as every driver runs it) and this test's stack file."""
         project.write_project(self.project_dir)
         kubernetes = self.kubernetes(**settings)
         config = {"infercrane:kubernetes": kubernetes, "infercrane:replicas": replicas}
+        if policy is not None:
+            config["infercrane:policy"] = policy
         self.stack_file.write_text(yaml.safe_dump({"config": config}))
         return self.stack_file
 

@@ -1,0 +1,218 @@
+"""The rule set: each rule a pure function over the workloads a stack renders.
+
+A ``Subject`` is one replica as a policy sees it: its external key, its model and its workload
+object (the Deployment or the InferenceService ``manifests`` renders, whose Pod carries the
+image, argv, GPU request and security context). ``evaluate`` runs every enabled rule and
+returns ``Finding`` values, each naming its key (``None`` for the stack-wide GPU budget).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from infercrane_pulumi.errors import PolicyViolationError
+from infercrane_pulumi.intents import Enforcement, PolicySettings, RuleId, StackConfig
+from infercrane_pulumi.policy import podsecurity
+from infercrane_pulumi.workloads import replica_objects
+
+
+@dataclass(frozen=True)
+class Subject:
+    external_key: str
+    model: str
+    workload: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the rules need from the namespace's settings to read a workload."""
+
+    gpu_resource: str
+    gpu_product_label: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: RuleId
+    enforcement: Enforcement
+    external_key: str | None
+    message: str
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "enforcement": self.enforcement,
+            "externalKey": self.external_key,
+            "message": self.message,
+        }
+
+
+def pod_spec(workload: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Pod spec inside a Deployment or an InferenceService's predictor."""
+    spec = workload.get("spec") or {}
+    if workload.get("kind") == "InferenceService":
+        predictor: Mapping[str, Any] = spec.get("predictor") or {}
+        return predictor
+    template: Mapping[str, Any] = (spec.get("template") or {}).get("spec") or {}
+    return template
+
+
+def replica_count(workload: Mapping[str, Any]) -> int:
+    spec = workload.get("spec") or {}
+    if workload.get("kind") == "InferenceService":
+        return int((spec.get("predictor") or {}).get("maxReplicas", 1))
+    return int(spec.get("replicas", 1))
+
+
+def gpus(workload: Mapping[str, Any], context: Context) -> int:
+    """GPUs the workload holds when all its replicas run."""
+    per_pod = sum(
+        int(((c.get("resources") or {}).get("limits") or {}).get(context.gpu_resource, 0))
+        for c in pod_spec(workload).get("containers") or []
+    )
+    return per_pod * replica_count(workload)
+
+
+def registry_path(image: str) -> str:
+    """``image`` without tag or digest, with the registry Docker would pull it from."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)
+    if ":" in last[-1]:
+        name = name.rsplit(":", 1)[0]
+    first = name.split("/", 1)[0]
+    if "/" in name and ("." in first or ":" in first or first == "localhost"):
+        return name
+    return f"docker.io/{name}" if "/" in name else f"docker.io/library/{name}"
+
+
+def _image_registry(policy: PolicySettings, subject: Subject, _: Context) -> Iterator[str]:
+    allowed = policy.allowed_registries
+    if allowed is None:
+        return
+    for container in podsecurity.containers(pod_spec(subject.workload)):
+        path = registry_path(str(container.get("image", "")))
+        if not any(path == entry or path.startswith(f"{entry}/") for entry in allowed):
+            yield (
+                f"{subject.external_key}: image {container.get('image')} is not from an allowed "
+                f"registry ({', '.join(allowed)})"
+            )
+
+
+def _gpu_product(policy: PolicySettings, subject: Subject, context: Context) -> Iterator[str]:
+    allowed = policy.gpu_products
+    if allowed is None:
+        return
+    product = (pod_spec(subject.workload).get("nodeSelector") or {}).get(context.gpu_product_label)
+    if product not in allowed:
+        yield (
+            f"{subject.external_key}: GPU product {product} is not allowed here "
+            f"(allowed: {', '.join(allowed)})"
+        )
+
+
+def _runtime_flags(policy: PolicySettings, subject: Subject, _: Context) -> Iterator[str]:
+    denied = [flag for flag in policy.denied_flags if flag not in policy.allowed_flags]
+    for container in podsecurity.containers(pod_spec(subject.workload)):
+        argv = [*(container.get("command") or []), *(container.get("args") or [])]
+        for flag in denied:
+            if any(entry == flag or entry.startswith(f"{flag}=") for entry in argv):
+                yield f"{subject.external_key}: {flag} is in the runtime's argv"
+
+
+def _pod_security(policy: PolicySettings, subject: Subject, _: Context) -> Iterator[str]:
+    found = podsecurity.violations(pod_spec(subject.workload), policy.pod_security)
+    if found:
+        yield (
+            f"{subject.external_key}: the Pod does not meet Pod Security "
+            f"{policy.pod_security!r}: {'; '.join(found)}"
+        )
+
+
+def _model_name(policy: PolicySettings, subject: Subject, _: Context) -> Iterator[str]:
+    patterns = policy.model_patterns
+    if patterns is not None and not any(fnmatch.fnmatchcase(subject.model, p) for p in patterns):
+        yield (
+            f"{subject.external_key}: model {subject.model} matches none of {', '.join(patterns)}"
+        )
+
+
+ReplicaRule = Callable[[PolicySettings, Subject, Context], Iterator[str]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: RuleId
+    description: str
+    default: Enforcement
+
+
+REPLICA_RULES: Mapping[Rule, ReplicaRule] = {
+    Rule("image-registry", "images come only from the allowed registries", "mandatory"): (
+        _image_registry
+    ),
+    Rule("gpu-product", "replicas ask only for the allowed GPU products", "mandatory"): (
+        _gpu_product
+    ),
+    Rule("runtime-flags", "no denied flag in the runtime's argv", "mandatory"): _runtime_flags,
+    Rule("pod-security", "Pods meet the namespace's Pod Security level", "mandatory"): (
+        _pod_security
+    ),
+    Rule("model-name", "models match the namespace's patterns", "advisory"): _model_name,
+}
+GPU_BUDGET = Rule("gpu-budget", "the replicas hold no more GPUs than the budget", "mandatory")
+RULES: tuple[Rule, ...] = (*REPLICA_RULES, GPU_BUDGET)
+
+
+def enforcement(policy: PolicySettings, rule: Rule) -> Enforcement:
+    return policy.enforcement.get(rule.id, rule.default)
+
+
+def evaluate(
+    policy: PolicySettings, subjects: Sequence[Subject], context: Context
+) -> tuple[Finding, ...]:
+    """Every enabled rule over ``subjects`` (one stack's replicas), per key in key order."""
+    findings: list[Finding] = []
+    for subject in sorted(subjects, key=lambda s: s.external_key):
+        for rule, check in REPLICA_RULES.items():
+            level = enforcement(policy, rule)
+            if level != "disabled":
+                findings += (
+                    Finding(rule.id, level, subject.external_key, message)
+                    for message in check(policy, subject, context)
+                )
+    level = enforcement(policy, GPU_BUDGET)
+    total = sum(gpus(subject.workload, context) for subject in subjects)
+    if level != "disabled" and policy.gpu_budget is not None and total > policy.gpu_budget:
+        findings.append(
+            Finding(
+                GPU_BUDGET.id,
+                level,
+                None,
+                f"the replicas hold {total} GPUs, over the namespace's budget of "
+                f"{policy.gpu_budget}",
+            )
+        )
+    return tuple(findings)
+
+
+def evaluate_stack(policy: PolicySettings, config: StackConfig) -> tuple[Finding, ...]:
+    """``evaluate`` over the workloads ``config`` renders (its first object per intent)."""
+    settings = config.kubernetes
+    subjects = [
+        Subject(intent.external_key, intent.model, replica_objects(settings, intent)[0])
+        for intent in config.replicas
+    ]
+    return evaluate(policy, subjects, Context(settings.gpu_resource, settings.gpu_product_label))
+
+
+def enforce(policy: PolicySettings, config: StackConfig) -> tuple[Finding, ...]:
+    """The advisory findings of ``config``; raise ``PolicyViolationError`` listing every
+    mandatory one (per key in key order, then the stack's) when there is any."""
+    findings = evaluate_stack(policy, config)
+    mandatory = [f.message for f in findings if f.enforcement == "mandatory"]
+    if mandatory:
+        raise PolicyViolationError(mandatory)
+    return tuple(f for f in findings if f.enforcement == "advisory")

@@ -1,0 +1,77 @@
+"""The namespace's policy through the real engine: a mandatory rule refuses the run before any
+write, whichever driver runs the program; an advisory one is a warning and the run goes on."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from infercrane_pulumi import kinds
+from infercrane_pulumi.errors import EXIT_POLICY, PolicyViolationError
+from infercrane_pulumi.intents import PolicySettings
+from tests.conformance.harness import Harness, intent, replica
+from tests.conformance.test_cli_and_faults import cli_env
+
+pytestmark = pytest.mark.conformance
+
+
+def _nothing_written(harness: Harness) -> None:
+    assert harness.owned(kinds.DEPLOYMENT) == []
+    assert harness.owned(kinds.SERVICE) == []
+
+
+def test_namespace_stack_refuses_a_mandatory_violation_and_writes_nothing(
+    harness: Harness, tmp_path: Path
+) -> None:
+    stack = dataclasses.replace(
+        harness.namespace_stack(tmp_path / "workspace"),
+        policy=PolicySettings.model_validate({"gpuBudget": 1}),
+    )
+    with pytest.raises(PolicyViolationError) as refused:
+        stack.ensure([intent("policy-a"), intent("policy-b")])
+    assert refused.value.problems == ("the replicas hold 2 GPUs, over the namespace's budget of 1",)
+    assert not refused.value.retryable
+    _nothing_written(harness)
+    result = stack.ensure([intent("policy-a")])
+    assert [r.external_key for r in result.replicas] == ["policy-a"]
+    assert harness.get(kinds.DEPLOYMENT, "policy-a") is not None
+    stack.destroy()
+
+
+def test_a_stack_files_policy_refuses_with_its_exit_code_and_warns_advisory(
+    harness: Harness,
+) -> None:
+    harness.configure(
+        [replica("policy-flag", runtimeArgs=["--trust-remote-code"])],
+        policy={"modelPatterns": ["meta-llama/*"]},
+    )
+    project = str(harness.project_dir)
+    done = harness.cli(
+        "up",
+        "--stack",
+        harness.stack_name,
+        "--project-dir",
+        project,
+        "--json",
+        env=cli_env(harness),
+    )
+    assert done.returncode == EXIT_POLICY, done.stderr
+    assert json.loads(done.stdout)["error"] == {
+        "code": "policy-violation",
+        "retryable": False,
+        "problems": ["policy-flag: --trust-remote-code is in the runtime's argv"],
+    }
+    _nothing_written(harness)
+    # Allowed by the namespace: the run goes on, the model outside the patterns is a warning.
+    harness.configure(
+        [replica("policy-flag", runtimeArgs=["--trust-remote-code"])],
+        policy={"modelPatterns": ["meta-llama/*"], "allowedFlags": ["--trust-remote-code"]},
+    )
+    harness.up()
+    assert harness.get(kinds.DEPLOYMENT, "policy-flag") is not None
+    warning = "[policy model-name] policy-flag: model Qwen/Qwen3-0.6B matches none of meta-llama/*"
+    assert any(warning in line for line in harness.log)
+    harness.destroy()

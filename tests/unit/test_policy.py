@@ -1,0 +1,218 @@
+"""The policy rules over the objects a stack renders, and the policy configuration's validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.intents import RuleId
+from infercrane_pulumi.policy import podsecurity
+from infercrane_pulumi.policy.rules import RULES, Finding, evaluate_stack, registry_path
+from tests.unit import samples
+
+
+def _findings(
+    policy: dict[str, Any], replicas: list[dict[str, Any]], **settings: Any
+) -> list[Finding]:
+    config = parse_stack_config(samples.kubernetes(**settings), replicas, policy)
+    return list(evaluate_stack(config.policy, config))
+
+
+def test_every_rule_has_an_id_the_configuration_knows() -> None:
+    assert sorted(rule.id for rule in RULES) == sorted(RuleId.__args__)  # type: ignore[attr-defined]
+
+
+def test_the_defaults_pass_what_infercrane_renders_for_both_workload_apis() -> None:
+    replicas = [samples.replica(), samples.replica(externalKey="w", workload=samples.workload())]
+    assert _findings({}, replicas) == []
+    assert _findings({}, replicas, workloadApi="kserve") == []
+
+
+@pytest.mark.parametrize("flag", ["--trust-remote-code", "--api-key=sk-abc", "--api-key"])
+def test_denied_flags_in_argv_are_mandatory_violations_that_never_echo_a_value(flag: str) -> None:
+    denied = flag.split("=", 1)[0]
+    assert _findings({}, [samples.replica(runtimeArgs=["--max-model-len", "8192", flag])]) == [
+        Finding(
+            "runtime-flags", "mandatory", "dep-7-r0", f"dep-7-r0: {denied} is in the runtime's argv"
+        )
+    ]
+
+
+def test_a_namespace_may_allow_a_denied_flag_and_deny_its_own() -> None:
+    policy = {
+        "allowedFlags": ["--trust-remote-code"],
+        "deniedFlags": ["--trust-remote-code", "--enforce-eager"],
+    }
+    custom = samples.workload(command=["python", "-m", "sglang.launch_server", "--enforce-eager"])
+    assert _findings(policy, [samples.replica(runtimeArgs=["--trust-remote-code"])]) == []
+    assert _findings(policy, [samples.replica(workload=custom)]) == [
+        Finding(
+            "runtime-flags",
+            "mandatory",
+            "dep-7-r0",
+            "dep-7-r0: --enforce-eager is in the runtime's argv",
+        )
+    ]
+
+
+def test_images_only_from_allowed_registries_by_host_or_path_prefix() -> None:
+    policy = {"allowedRegistries": ["registry.example/vllm", "ghcr.io"]}
+    replicas = [samples.replica(), samples.replica(externalKey="w", workload=samples.workload())]
+    assert _findings(policy, replicas) == [
+        Finding(
+            "image-registry",
+            "mandatory",
+            "w",
+            f"w: image {samples.WORKLOAD_IMAGE} is not from an allowed registry "
+            "(registry.example/vllm, ghcr.io)",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("image", "path"),
+    [
+        ("vllm/vllm-openai@sha256:ab", "docker.io/vllm/vllm-openai"),
+        ("busybox:1.36", "docker.io/library/busybox"),
+        ("localhost:5000/a/b:v1@sha256:ab", "localhost:5000/a/b"),
+        ("registry.example/vllm/vllm-openai:v0.11@sha256:ab", "registry.example/vllm/vllm-openai"),
+    ],
+)
+def test_registry_path_is_where_the_image_is_pulled_from(image: str, path: str) -> None:
+    assert registry_path(image) == path
+
+
+def test_gpu_products_outside_the_allowed_list_name_the_key() -> None:
+    replicas = [samples.replica(), samples.replica(externalKey="l4", gpu="NVIDIA-L4")]
+    assert _findings({"gpuProducts": ["NVIDIA-L4"]}, replicas) == [
+        Finding(
+            "gpu-product",
+            "mandatory",
+            "dep-7-r0",
+            "dep-7-r0: GPU product NVIDIA-L40S is not allowed here (allowed: NVIDIA-L4)",
+        )
+    ]
+
+
+@pytest.mark.parametrize("workload_api", ["deployment", "kserve"])
+def test_the_gpu_budget_counts_every_replica_of_the_stack(workload_api: str) -> None:
+    replicas = [samples.replica(externalKey=f"k{i}") for i in range(3)]
+    assert _findings({"gpuBudget": 3}, replicas, workloadApi=workload_api) == []
+    assert _findings({"gpuBudget": 2}, replicas, workloadApi=workload_api) == [
+        Finding(
+            "gpu-budget",
+            "mandatory",
+            None,
+            "the replicas hold 3 GPUs, over the namespace's budget of 2",
+        )
+    ]
+
+
+def test_restricted_pod_security_needs_the_hardening_settings() -> None:
+    expected = [
+        Finding(
+            "pod-security",
+            "mandatory",
+            "dep-7-r0",
+            "dep-7-r0: the Pod does not meet Pod Security 'restricted': container runtime may "
+            "run as root (set runAsNonRoot or a non-zero runAsUser)",
+        )
+    ]
+    policy = {"podSecurity": "restricted"}
+    assert _findings(policy, [samples.replica()]) == expected
+    config = parse_stack_config(samples.every_setting(), [samples.replica()], policy)
+    assert evaluate_stack(config.policy, config) == ()
+
+
+def test_model_patterns_are_advisory_by_default_and_enforcement_is_per_rule() -> None:
+    replicas = [
+        samples.replica(),
+        samples.replica(externalKey="llama", model="meta-llama/Llama-3.1-8B"),
+    ]
+    advisory = Finding(
+        "model-name",
+        "advisory",
+        "llama",
+        "llama: model meta-llama/Llama-3.1-8B matches none of Qwen/*",
+    )
+    assert _findings({"modelPatterns": ["Qwen/*"]}, replicas) == [advisory]
+    mandatory = {"modelPatterns": ["Qwen/*"], "enforcement": {"model-name": "mandatory"}}
+    assert _findings(mandatory, replicas) == [
+        Finding("model-name", "mandatory", "llama", advisory.message)
+    ]
+    off = {"enforcement": {"runtime-flags": "disabled"}}
+    assert _findings(off, [samples.replica(runtimeArgs=["--trust-remote-code"])]) == []
+
+
+def test_findings_come_per_key_in_key_order_then_the_stack() -> None:
+    replicas = [
+        samples.replica(externalKey="b", runtimeArgs=["--trust-remote-code"]),
+        samples.replica(externalKey="a", gpu="NVIDIA-H100"),
+    ]
+    found = _findings({"gpuProducts": ["NVIDIA-L40S"], "gpuBudget": 1}, replicas)
+    assert [(f.external_key, f.rule) for f in found] == [
+        ("a", "gpu-product"),
+        ("b", "runtime-flags"),
+        (None, "gpu-budget"),
+    ]
+    assert found[0].to_record() == {
+        "rule": "gpu-product",
+        "enforcement": "mandatory",
+        "externalKey": "a",
+        "message": "a: GPU product NVIDIA-H100 is not allowed here (allowed: NVIDIA-L40S)",
+    }
+
+
+def test_a_bad_policy_configuration_is_one_line_per_field() -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config(
+            samples.kubernetes(),
+            [samples.replica()],
+            {
+                "gpuBudget": -1,
+                "deniedFlags": ["trust-remote-code"],
+                "enforcement": {"no-such-rule": "mandatory", "gpu-budget": "strict"},
+                "podSecurity": "hardened",
+                "colour": "blue",
+            },
+        )
+    problems = refused.value.problems
+    assert [p.split(":", 2)[1] for p in problems] == [
+        "policy.gpuBudget",
+        "policy.deniedFlags[0]",
+        "policy.podSecurity",
+        "policy.enforcement.no-such-rule",
+        "policy.enforcement.gpu-budget",
+        "policy.colour",
+    ]
+    assert all(p.startswith("infercrane:policy.") and "\n" not in p for p in problems)
+
+
+def test_baseline_refuses_host_access_and_privilege() -> None:
+    pod = {
+        "hostNetwork": True,
+        "securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]},
+        "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+        "containers": [
+            {
+                "name": "c",
+                "securityContext": {
+                    "privileged": True,
+                    "capabilities": {"add": ["SYS_ADMIN", "CHOWN"]},
+                },
+                "ports": [{"containerPort": 80, "hostPort": 80}],
+            }
+        ],
+    }
+    assert podsecurity.violations(pod, "baseline") == [
+        "hostNetwork is true",
+        "unsafe sysctls kernel.msgmax",
+        "volume root is a hostPath",
+        "container c is privileged",
+        "container c adds capabilities SYS_ADMIN",
+        "container c uses a hostPort",
+    ]
+    assert podsecurity.violations(pod, "privileged") == []
