@@ -41,6 +41,7 @@ from infercrane_pulumi.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_POLICY,
     InferCraneError,
     InternalError,
 )
@@ -155,10 +156,17 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
 def diff(args: argparse.Namespace, ctx: Context) -> views.Result:
     """The offline diff against a git base: no cluster, no Pulumi, no secrets."""
     configs = None if args.all else [Path(args.config).resolve()]
-    data, markdown = offline_diff.diff_command(
+    stacks, markdown = offline_diff.diff_command(
         base=args.base, configs=configs, repo=Path(args.project_dir)
     )
-    return views.Result("diff", True, data=data, text=markdown)
+    gate = args.policy_gate and any(stack.breaks_policy for stack in stacks)
+    return views.Result(
+        "diff",
+        True,
+        data=[comments.stack_json(stack) for stack in stacks],
+        text=markdown,
+        exit_code=EXIT_POLICY if gate else None,
+    )
 
 
 # -- flags --------------------------------------------------------------------------------------
@@ -233,6 +241,12 @@ def _diff_sides(command: argparse.ArgumentParser) -> None:
     which.add_argument("--config", type=Path, help="a stack file (Pulumi.<stack>.yaml)")
     which.add_argument("--all", action="store_true", help="every stack under stacks/")
     command.add_argument("--base", required=True, help="git ref to compare against")
+    command.add_argument(
+        "--policy-gate",
+        action="store_true",
+        help="exit 5 when the change breaks a mandatory policy rule it did not break at base "
+        "(the diff is printed all the same)",
+    )
 
 
 RUN = (_stack, _project_dir, _backend, _progress)
@@ -339,4 +353,6 @@ def main(
         views.emit_error(error, command=args.command, as_json=as_json, out=out)
         return EXIT_CODES[error.code]
     views.emit(result, as_json=as_json, out=stdout)
+    if result.exit_code is not None:
+        return result.exit_code
     return EXIT_OK if result.ok else EXIT_FAILED

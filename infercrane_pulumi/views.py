@@ -40,6 +40,7 @@ class Result:
     header: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
     footer: str = ""  # one line under the table
+    exit_code: int | None = None  # None: ``ok`` decides (``diff --policy-gate`` sets its own)
 
 
 def emit(result: Result, *, as_json: bool, out: TextIO) -> None:

@@ -23,6 +23,7 @@ from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.deletion import Doomed
 from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.intents import StackConfig
+from infercrane_pulumi.policy.rules import evaluate_stack
 from infercrane_pulumi.review.changes import (
     Change,
     Drift,
@@ -33,6 +34,7 @@ from infercrane_pulumi.review.changes import (
     find_renames,
     key_change,
     object_change,
+    policy_findings,
 )
 
 EngineEvent = auto.EngineEvent
@@ -184,6 +186,8 @@ def stack_result(
         replicas=tuple(replicas),
         drift=tuple(drift_of(steps)),
         renames=tuple(find_renames(inputs("delete"), inputs("create"))),
+        # The program refused the run on a mandatory one: what is left is advisory.
+        policy=policy_findings(evaluate_stack(config.policy, config)),
     )
 
 
@@ -211,6 +215,7 @@ def unchanged(operation: str, stack: str, config: StackConfig, applied: Applied)
         replicas=replicas,
         notes=(VERIFIED_NOTE,),
         verified_unchanged=True,
+        policy=policy_findings(evaluate_stack(config.policy, config)),
     )
 
 

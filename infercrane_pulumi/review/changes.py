@@ -31,9 +31,12 @@ from typing import Any, Literal
 
 from infercrane_pulumi import naming
 from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.review import yamldiff
 
 Change = Literal["create", "update", "replace", "delete", "same"]
+# A policy finding against the base of a diff: it appears, stays or goes; None in a run.
+FindingStatus = Literal["new", "kept", "fixed"]
 Manifest = Mapping[str, Any]
 
 # Differ, and it is another object altogether, whatever its kind.
@@ -87,6 +90,28 @@ class Drift:
 
 
 @dataclass(frozen=True)
+class PolicyFinding:
+    """What the stack's policy says of the change (``policy.rules``), and, in a diff, whether
+    the change brings the finding, keeps it or fixes it."""
+
+    finding: Finding
+    status: FindingStatus | None = None
+
+
+def policy_findings(
+    after: Sequence[Finding], before: Sequence[Finding] | None = None
+) -> tuple[PolicyFinding, ...]:
+    """The findings of a change's result; given ``before`` (a diff's base), each marked new or
+    kept, then the base's findings the change fixes."""
+    if before is None:
+        return tuple(PolicyFinding(f) for f in after)
+    return (
+        *(PolicyFinding(f, "kept" if f in before else "new") for f in after),
+        *(PolicyFinding(f, "fixed") for f in before if f not in after),
+    )
+
+
+@dataclass(frozen=True)
 class Summary:
     """Counts of external keys (not objects) by what happens to them."""
 
@@ -135,6 +160,7 @@ class StackChanges:
     namespace: str | None = None  # None: a diff of a stack without objects on either side
     # Every key verified unchanged against the cluster: the engine did not run.
     verified_unchanged: bool = False
+    policy: tuple[PolicyFinding, ...] = ()
 
     @property
     def summary(self) -> Summary:
@@ -146,6 +172,15 @@ class StackChanges:
 
     def replica(self, external_key: str) -> KeyChange | None:
         return next((r for r in self.replicas if r.external_key == external_key), None)
+
+    @property
+    def breaks_policy(self) -> bool:
+        """The change brings a mandatory policy violation its base did not have."""
+        return any(p.status == "new" and p.finding.enforcement == "mandatory" for p in self.policy)
+
+    def findings_of(self, external_key: str | None) -> tuple[PolicyFinding, ...]:
+        """The policy's findings on one key (None: the stack's as a whole)."""
+        return tuple(p for p in self.policy if p.finding.external_key == external_key)
 
 
 def key_change(changes: Iterable[Change]) -> Change:
@@ -281,6 +316,7 @@ def stack_changes(
     old: Sequence[Manifest],
     new: Sequence[Manifest],
     notes: Sequence[str] = (),
+    policy: Sequence[PolicyFinding] = (),
 ) -> StackChanges:
     """Compare two renderings of one stack (e.g. at a base ref and at head); its namespace is
     the new objects' (the old ones' when there are none)."""
@@ -299,4 +335,5 @@ def stack_changes(
         renames=tuple(renames),
         notes=tuple(notes),
         namespace=namespaces[0] if namespaces else None,
+        policy=tuple(policy),
     )

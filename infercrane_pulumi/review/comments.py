@@ -3,9 +3,10 @@
 The comment follows what reviewers know from Pulumi's and Terraform's PR bots. Its first line is
 a fixed heading, so a workflow finds its own comment and edits it in place. The one-line result
 comes next, then the loud parts: deletions, replacements and likely renames, each naming its
-keys. Each changed key's diff sits collapsed in ``<details>``; unchanged keys are counted, not
-listed; drift found by a refresh has its own section. GitHub refuses comments over 65,536
-characters, so a comment stays within ``COMMENT_LIMIT``: summaries and warnings always stay, the
+keys, and the stack's policy (new mandatory violations as an alert, every finding in a table).
+Each changed key's diff sits collapsed in ``<details>``; unchanged keys are counted, not listed;
+drift found by a refresh has its own section. GitHub refuses comments over 65,536 characters, so
+a comment stays within ``COMMENT_LIMIT``: summaries, warnings and the policy always stay, the
 last diffs go first, and a line says how many were left out. Keys, names and diffs come from the
 change under review, so they are escaped to render as text. Pure.
 """
@@ -20,6 +21,7 @@ from typing import Any
 from infercrane_pulumi.review.changes import (
     Drift,
     KeyChange,
+    PolicyFinding,
     StackChanges,
     most_consequential_first,
 )
@@ -45,6 +47,10 @@ def code(value: str) -> str:
 def heading(changes: StackChanges) -> str:
     """The stack's heading: the first line of its own comment, fixed for the stack."""
     return f"#### InferCrane `{changes.operation}` on {text(changes.project)}/{text(changes.stack)}"
+
+
+def _finding_json(found: PolicyFinding) -> dict[str, Any]:
+    return found.finding.to_record() | {"status": found.status}
 
 
 def stack_json(changes: StackChanges) -> dict[str, Any]:
@@ -81,6 +87,7 @@ def stack_json(changes: StackChanges) -> dict[str, Any]:
                     }
                     for o in replica.objects
                 ],
+                "policy": [_finding_json(f) for f in changes.findings_of(replica.external_key)],
             }
             for replica in changes.replicas
         ],
@@ -97,6 +104,7 @@ def stack_json(changes: StackChanges) -> dict[str, Any]:
         ],
         "notes": list(changes.notes),
         "verifiedUnchanged": changes.verified_unchanged,
+        "policy": [_finding_json(f) for f in changes.findings_of(None)],
     }
 
 
@@ -145,6 +153,8 @@ def _section(changes: StackChanges, list_budget: int) -> _Section:
         more = "\n> … and {} more likely renames (see the JSON output)".format
         kept.append("> [!NOTE]\n" + _bounded(renames, list_budget, "\n", more))
     kept += [text(note) for note in changes.notes]
+    if changes.policy:
+        kept += _policy(changes.policy, list_budget)
     details = tuple(_details(r) for r in replicas if r.change != "same")
     after = []
     same = changes.summary.same
@@ -162,6 +172,38 @@ def _alert(alert: str, what: str, keys: Sequence[str], list_budget: int) -> str:
         f"> [!{alert}]\n> **{what} the objects of {len(keys)} external "
         f"{_plural(len(keys), 'key')}:** {names}."
     )
+
+
+# Most pressing first: what blocks the change, what it brings, what stays, what it fixes.
+_FINDING_ORDER = {"new": 0, None: 1, "kept": 2, "fixed": 3}
+
+
+def _policy(found: Sequence[PolicyFinding], list_budget: int) -> list[str]:
+    """A loud alert for new mandatory violations (the workflow fails on them), then every
+    finding in one table."""
+    blocks = []
+    blocking = [f for f in found if f.status == "new" and f.finding.enforcement == "mandatory"]
+    if blocking:
+        lines = [f"> - {code(f.finding.rule)}: {text(f.finding.message)}" for f in blocking]
+        more = "\n> - … and {} more (see the JSON output)".format
+        blocks.append(
+            f"> [!CAUTION]\n> **Breaks {len(blocking)} mandatory policy "
+            f"{_plural(len(blocking), 'rule')}: the change cannot be applied as it is.**\n"
+            + _bounded(lines, list_budget, "\n", more)
+        )
+    ordered = sorted(
+        found, key=lambda f: (_FINDING_ORDER[f.status], f.finding.enforcement != "mandatory")
+    )
+    rows = [
+        f"| {f.status or 'holds'} | {f.finding.enforcement} | {code(f.finding.rule)} | "
+        f"{text(f.finding.message)} |"
+        for f in ordered
+    ]
+    blocks.append(
+        "##### Policy\n\n| status | enforcement | rule | finding |\n| --- | --- | --- | --- |\n"
+        + _bounded(rows, list_budget, "\n", "\n| … | | | {} more findings |".format)
+    )
+    return blocks
 
 
 def _plural(count: int, word: str) -> str:

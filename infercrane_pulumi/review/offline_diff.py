@@ -8,6 +8,10 @@ since the base (any file under the package differs), the base's objects come fro
 own code: its files are exported to a scratch directory and its ``render --json`` runs there in
 a subprocess (that envelope is stable across versions). Otherwise the running code renders both.
 
+Both sides are also judged by the stack's policy (``policy.rules``, the running code's rules,
+each side under its own ``infercrane:policy``), so the comment says which violations the change
+brings and which it fixes, for forks too.
+
 A stack file absent at base means every intent is created; absent at head, every intent is
 deleted (and the comment says so loudly). Neither is an error. A ref that names no commit, a
 directory that is no git repository, or an invalid stack file on either side is a
@@ -23,14 +27,15 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 import yaml
 
 from infercrane_pulumi import workloads
 from infercrane_pulumi.config_files import STACK_FILE, parse_stack_text
 from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.intents import POLICY_KEY, StackConfig
 from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.policy.rules import Finding, evaluate_stack
 from infercrane_pulumi.review import changes, comments
 from infercrane_pulumi.review.gitrepo import Repository, open_repository
 
@@ -44,9 +49,9 @@ Render = Callable[[str, str], list[Manifest]]  # (stack file path, its text) -> 
 
 def diff_command(
     *, base: str, configs: Sequence[Path] | None, repo: Path
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[changes.StackChanges], str]:
     """Diff each stack file between ``base`` and the working tree of the repository at
-    ``repo``: (one ``schemas/diff.schema.json`` document per stack, one Markdown comment).
+    ``repo``: (each stack's change, one Markdown comment).
 
     ``configs`` are stack files (relative ones to ``repo``); None means every
     ``Pulumi.*.yaml`` of the project's stack directory at base or at head.
@@ -75,8 +80,7 @@ def diff_command(
         f"Base {comments.code(base)} ({comments.code(commit[:12])}) compared with the working "
         "tree, rendered offline: no cluster, no credentials."
     )
-    markdown = comments.comment(stacks, title=TITLE, intro=[intro])
-    return [comments.stack_json(s) for s in stacks], markdown
+    return stacks, comments.comment(stacks, title=TITLE, intro=[intro])
 
 
 def _project(root: Path) -> tuple[str, str]:
@@ -140,6 +144,14 @@ def _compare_all(
         old = _side(f"base {base}", path, base_text, render_base, problems)
         new = _side("head", path, head_text, _render, problems)
         stack_notes = list(notes)
+        head_config, base_config = _config(path, head_text), _config(path, base_text)
+        if base_text is not None and base_config is None:
+            stack_notes.append(
+                f"The base's {path} does not validate with this code: every policy finding at "
+                "head is listed as new."
+            )
+        elif base_config and head_config and base_config.policy != head_config.policy:
+            stack_notes.append(f"{path} changes {POLICY_KEY}: each side is judged by its own.")
         if base_text is None:
             stack_notes.append(f"{path} is new since base {base}: every intent is created.")
         if head_text is None:
@@ -154,11 +166,27 @@ def _compare_all(
                 old=old,
                 new=new,
                 notes=stack_notes,
+                policy=changes.policy_findings(_findings(head_config), _findings(base_config)),
             )
         )
     if problems:
         raise ConfigError(problems)
     return stacks
+
+
+def _config(path: str, text: str | None) -> StackConfig | None:
+    """The side's configuration as the running code reads it (None: absent, or invalid, which
+    ``_side`` reports for the side it renders)."""
+    if text is None:
+        return None
+    try:
+        return parse_stack_text(text, source=path)
+    except ConfigError:
+        return None
+
+
+def _findings(config: StackConfig | None) -> tuple[Finding, ...]:
+    return () if config is None else evaluate_stack(config.policy, config)
 
 
 def _head_text(file: Path, path: str) -> str | None:

@@ -12,6 +12,8 @@ import pytest
 from infercrane_pulumi import kinds
 from infercrane_pulumi.errors import EXIT_POLICY, PolicyViolationError
 from infercrane_pulumi.intents import PolicySettings
+from infercrane_pulumi.policy.rules import Finding
+from infercrane_pulumi.review.changes import PolicyFinding
 from tests.conformance.harness import Harness, intent, replica
 from tests.conformance.test_cli_and_faults import cli_env
 
@@ -28,7 +30,7 @@ def test_namespace_stack_refuses_a_mandatory_violation_and_writes_nothing(
 ) -> None:
     stack = dataclasses.replace(
         harness.namespace_stack(tmp_path / "workspace"),
-        policy=PolicySettings.model_validate({"gpuBudget": 1}),
+        policy=PolicySettings.model_validate({"gpuBudget": 1, "modelPatterns": ["meta-llama/*"]}),
     )
     with pytest.raises(PolicyViolationError) as refused:
         stack.ensure([intent("policy-a"), intent("policy-b")])
@@ -37,6 +39,17 @@ def test_namespace_stack_refuses_a_mandatory_violation_and_writes_nothing(
     _nothing_written(harness)
     result = stack.ensure([intent("policy-a")])
     assert [r.external_key for r in result.replicas] == ["policy-a"]
+    # Advisory: the run goes on and says so, per key.
+    assert result.policy == (
+        PolicyFinding(
+            Finding(
+                "model-name",
+                "advisory",
+                "policy-a",
+                "policy-a: model Qwen/Qwen3-0.6B matches none of meta-llama/*",
+            )
+        ),
+    )
     assert harness.get(kinds.DEPLOYMENT, "policy-a") is not None
     stack.destroy()
 
@@ -70,8 +83,10 @@ def test_a_stack_files_policy_refuses_with_its_exit_code_and_warns_advisory(
         [replica("policy-flag", runtimeArgs=["--trust-remote-code"])],
         policy={"modelPatterns": ["meta-llama/*"], "allowedFlags": ["--trust-remote-code"]},
     )
-    harness.up()
+    result = harness.up()
     assert harness.get(kinds.DEPLOYMENT, "policy-flag") is not None
-    warning = "[policy model-name] policy-flag: model Qwen/Qwen3-0.6B matches none of meta-llama/*"
-    assert any(warning in line for line in harness.log)
+    message = "policy-flag: model Qwen/Qwen3-0.6B matches none of meta-llama/*"
+    assert [p.finding.message for p in result.findings_of("policy-flag")] == [message]
+    # A person running `pulumi up` on this stack sees it as the engine's warning.
+    assert any(f"[policy model-name] {message}" in line for line in harness.log)
     harness.destroy()

@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane_pulumi.review.offline_diff import diff_command
 from tests.conformance.harness import NO_SUCH_GPU, Harness
 from tests.conformance.test_cli_and_faults import cli_env
-from tests.unit.gitrepos import BASE_REPLICAS, HEAD_REPLICAS, commit, git, new_repo
+from tests.unit.gitrepos import BASE_REPLICAS, HEAD_REPLICAS, commit, diff_json, git, new_repo
 
 pytestmark = pytest.mark.conformance
 
@@ -49,7 +48,7 @@ def offline(harness: Harness, tmp_path: Path) -> list[tuple[str, str]]:
         commit(repo, message)
         if message == "base":
             git(repo, "tag", "base")
-    data, _ = diff_command(base="base", configs=[stack], repo=repo)
+    data, _ = diff_json(base="base", configs=[stack], repo=repo)
     return sorted((r["externalKey"], r["change"]) for doc in data for r in doc["replicas"])
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from infercrane_pulumi.review import comments
+from infercrane_pulumi.review.offline_diff import diff_command
 from tests.unit import samples
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,8 +39,12 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
-def write_stack(repo: Path, replicas: Any, path: str = STACK, **kubernetes: Any) -> None:
+def write_stack(
+    repo: Path, replicas: Any, path: str = STACK, policy: Any = None, **kubernetes: Any
+) -> None:
     config = {"infercrane:kubernetes": samples.kubernetes(**kubernetes)}
+    if policy is not None:
+        config["infercrane:policy"] = policy
     target = repo / path
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(yaml.safe_dump({"config": config | {"infercrane:replicas": replicas}}))
@@ -65,3 +71,11 @@ def two_commit_repo(tmp_path: Path) -> Path:
     write_stack(repo, HEAD_REPLICAS)
     commit(repo, "head")
     return repo
+
+
+def diff_json(
+    *, base: str, configs: list[Path] | None, repo: Path
+) -> tuple[list[dict[str, Any]], str]:
+    """The offline diff as ``diff --json`` prints it (one document per stack), and its comment."""
+    stacks, markdown = diff_command(base=base, configs=configs, repo=repo)
+    return [comments.stack_json(stack) for stack in stacks], markdown

@@ -9,8 +9,16 @@ from typing import Any
 
 import jsonschema
 
+from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.review import comments
-from infercrane_pulumi.review.changes import Drift, KeyChange, ObjectChange, Rename, StackChanges
+from infercrane_pulumi.review.changes import (
+    Drift,
+    KeyChange,
+    ObjectChange,
+    PolicyFinding,
+    Rename,
+    StackChanges,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "infercrane_pulumi" / "schemas" / "diff.schema.json").read_text())
@@ -45,6 +53,10 @@ STACK = StackChanges(
         Drift("edited", "Deployment", "obj-edited", ("spec",), gone=False),
     ),
     notes=("A note.",),
+    policy=(
+        PolicyFinding(Finding("model-name", "advisory", "new", "new: model x matches none of y")),
+        PolicyFinding(Finding("gpu-budget", "advisory", None, "the replicas hold 3 GPUs, over 2")),
+    ),
 )
 
 
@@ -70,6 +82,10 @@ def test_the_comment_leads_with_its_heading_the_result_and_the_warnings() -> Non
                 "external keys are durable, so this deletes <code>old</code>'s objects and creates "
                 "<code>new</code>'s.",
                 "A note.",
+                "##### Policy\n\n| status | enforcement | rule | finding |\n"
+                "| --- | --- | --- | --- |\n"
+                "| holds | advisory | <code>model-name</code> | new: model x matches none of y |\n"
+                "| holds | advisory | <code>gpu-budget</code> | the replicas hold 3 GPUs, over 2 |",
                 details("old", "delete"),
                 details("swap", "replace"),
                 details("edited", "update"),
@@ -193,6 +209,7 @@ def test_the_json_follows_the_shipped_schema_whole() -> None:
                     {"kind": "Deployment", "name": "obj-old"} | deleted,
                     {"kind": "Service", "name": "obj-old"} | deleted,
                 ],
+                "policy": [],
             },
             *document["replicas"][1:],
         ],
@@ -215,7 +232,26 @@ def test_the_json_follows_the_shipped_schema_whole() -> None:
         ],
         "notes": ["A note."],
         "verifiedUnchanged": False,
+        "policy": [
+            {
+                "rule": "gpu-budget",
+                "enforcement": "advisory",
+                "externalKey": None,
+                "message": "the replicas hold 3 GPUs, over 2",
+                "status": None,
+            }
+        ],
     }
+    [new] = [r for r in document["replicas"] if r["externalKey"] == "new"]
+    assert new["policy"] == [
+        {
+            "rule": "model-name",
+            "enforcement": "advisory",
+            "externalKey": "new",
+            "message": "new: model x matches none of y",
+            "status": None,
+        }
+    ]
 
 
 def test_the_envelope_holds_the_one_shape_of_a_stack_change() -> None:

@@ -4,6 +4,7 @@ code, and every kind of bad input as one line naming its side."""
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,17 +13,18 @@ import jsonschema
 import pytest
 import yaml
 
-from infercrane_pulumi import naming
+from infercrane_pulumi import cli, naming
 from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.errors import EXIT_OK, EXIT_POLICY, ConfigError
 from infercrane_pulumi.review import comments
-from infercrane_pulumi.review.offline_diff import TITLE, diff_command
+from infercrane_pulumi.review.offline_diff import TITLE
 from tests.unit import samples
 from tests.unit.gitrepos import (
     BASE_REPLICAS,
     HEAD_REPLICAS,
     STACK,
     commit,
+    diff_json,
     git,
     new_repo,
     write_stack,
@@ -39,7 +41,7 @@ def changes_of(data: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 def test_each_key_gets_its_change_and_only_changed_fields_show(repo: Path) -> None:
-    data, markdown = diff_command(base="base", configs=[Path(STACK)], repo=repo)
+    data, markdown = diff_json(base="base", configs=[Path(STACK)], repo=repo)
     SCHEMA.validate(data)
     [doc] = data
     assert (doc["project"], doc["stack"], doc["namespace"], doc["summary"]) == (
@@ -106,7 +108,7 @@ def test_each_key_gets_its_change_and_only_changed_fields_show(repo: Path) -> No
 def test_a_stack_new_at_head_creates_all_and_one_gone_at_head_deletes_all(repo: Path) -> None:
     write_stack(repo, [samples.replica(externalKey="fresh")], path="stacks/Pulumi.new.yaml")
     (repo / STACK).unlink()
-    data, markdown = diff_command(base="base", configs=None, repo=repo)
+    data, markdown = diff_json(base="base", configs=None, repo=repo)
     SCHEMA.validate(data)
     assert [(d["stack"], d["namespace"], d["summary"], d["notes"]) for d in data] == [
         (
@@ -128,8 +130,102 @@ def test_a_stack_new_at_head_creates_all_and_one_gone_at_head_deletes_all(repo: 
     )
 
 
+def test_the_policy_names_what_the_change_brings_keeps_and_fixes(tmp_path: Path) -> None:
+    repo = new_repo(tmp_path / "repo")
+    policy = {"gpuProducts": ["NVIDIA-L40S"], "modelPatterns": ["Qwen/*"]}
+    outside = samples.replica(externalKey="outside", model="org/model")
+    write_stack(
+        repo, [samples.replica(externalKey="moved", gpu="NVIDIA-H100"), outside], policy=policy
+    )
+    commit(repo, "base")
+    flagged = samples.replica(externalKey="flagged", runtimeArgs=["--trust-remote-code"])
+    write_stack(repo, [samples.replica(externalKey="moved"), outside, flagged], policy=policy)
+    data, markdown = diff_json(base="HEAD", configs=None, repo=repo)
+    SCHEMA.validate(data)
+    [doc] = data
+    moved = "moved: GPU product NVIDIA-H100 is not allowed here (allowed: NVIDIA-L40S)"
+    new_flag = "flagged: --trust-remote-code is in the runtime's argv"
+    kept_model = "outside: model org/model matches none of Qwen/*"
+    assert {r["externalKey"]: r["policy"] for r in doc["replicas"]} == {
+        "flagged": [
+            {
+                "rule": "runtime-flags",
+                "enforcement": "mandatory",
+                "externalKey": "flagged",
+                "message": new_flag,
+                "status": "new",
+            }
+        ],
+        "moved": [
+            {
+                "rule": "gpu-product",
+                "enforcement": "mandatory",
+                "externalKey": "moved",
+                "message": moved,
+                "status": "fixed",
+            }
+        ],
+        "outside": [
+            {
+                "rule": "model-name",
+                "enforcement": "advisory",
+                "externalKey": "outside",
+                "message": kept_model,
+                "status": "kept",
+            }
+        ],
+    }
+    assert doc["policy"] == []
+    assert (
+        "> [!CAUTION]\n> **Breaks 1 mandatory policy rule: the change cannot be applied as it "
+        "is.**\n> - <code>runtime-flags</code>: flagged: --trust-remote-code is in the "
+        "runtime&#39;s argv\n\n##### Policy\n\n| status | enforcement | rule | finding |\n"
+        "| --- | --- | --- | --- |\n"
+        "| new | mandatory | <code>runtime-flags</code> | flagged: --trust-remote-code is in the "
+        "runtime&#39;s argv |\n"
+        "| kept | advisory | <code>model-name</code> | outside: model org/model matches none of "
+        "Qwen/&#42; |\n"
+        "| fixed | mandatory | <code>gpu-product</code> | moved: GPU product NVIDIA-H100 is not "
+        "allowed here (allowed: NVIDIA-L40S) |\n" in markdown
+    )
+
+
+def test_the_policy_gate_exits_5_only_on_a_new_mandatory_violation(tmp_path: Path) -> None:
+    repo = new_repo(tmp_path / "repo")
+    flagged = samples.replica(externalKey="flagged", runtimeArgs=["--trust-remote-code"])
+    write_stack(repo, [samples.replica()])
+    commit(repo, "base")
+
+    def gate(*extra: str) -> tuple[int, str]:
+        out = io.StringIO()
+        argv = ["diff", "--all", "--base", "HEAD", "--project-dir", str(repo), *extra]
+        return cli.main(argv, stdout=out), out.getvalue()
+
+    assert gate("--policy-gate") == gate()  # nothing new: the same output, exit 0
+    assert gate()[0] == EXIT_OK
+    write_stack(repo, [samples.replica(), flagged])
+    code, markdown = gate("--policy-gate")
+    assert (code, markdown) == (EXIT_POLICY, gate()[1])
+    assert "**Breaks 1 mandatory policy rule" in markdown
+    assert gate()[0] == EXIT_OK
+    commit(repo, "the violation is at base now: kept, not new")
+    write_stack(repo, [samples.replica(), flagged, samples.replica(externalKey="more")])
+    assert gate("--policy-gate")[0] == EXIT_OK
+
+
+def test_a_policy_edit_is_noted_and_each_side_judged_by_its_own(repo: Path) -> None:
+    write_stack(repo, HEAD_REPLICAS, policy={"modelPatterns": ["Qwen/*"]})
+    data, _ = diff_json(base="HEAD", configs=None, repo=repo)
+    [doc] = data
+    assert doc["notes"] == [f"{STACK} changes infercrane:policy: each side is judged by its own."]
+    assert [(f["externalKey"], f["status"]) for r in doc["replicas"] for f in r["policy"]] == [
+        ("added", "new"),
+        ("new-name", "new"),
+    ]
+
+
 def test_no_change_is_said_and_marked(repo: Path) -> None:
-    data, markdown = diff_command(base="HEAD", configs=None, repo=repo)
+    data, markdown = diff_json(base="HEAD", configs=None, repo=repo)
     assert [d["summary"] for d in data] == [
         {"add": 0, "change": 0, "destroy": 0, "same": 4, "changes": 0}
     ]
@@ -140,7 +236,7 @@ def test_no_change_is_said_and_marked(repo: Path) -> None:
 def test_a_thousand_added_intents_stay_under_the_comment_limit(repo: Path) -> None:
     many = [samples.replica(externalKey=f"bulk-{i:04}") for i in range(1000)]
     write_stack(repo, many)
-    data, markdown = diff_command(base="base", configs=[Path(STACK)], repo=repo)
+    data, markdown = diff_json(base="base", configs=[Path(STACK)], repo=repo)
     shown = markdown.count("<details>")
     assert data[0]["summary"] == {
         "add": 1000,
@@ -177,7 +273,7 @@ def test_when_the_program_changed_the_base_is_rendered_by_the_base_code(tmp_path
     )
     commit(repo, "base: older program")
     copy_package(repo)  # head: this program; the stack file is unchanged
-    data, _ = diff_command(base="HEAD", configs=[Path(STACK)], repo=repo)
+    data, _ = diff_json(base="HEAD", configs=[Path(STACK)], repo=repo)
     SCHEMA.validate(data)
     deadline = " spec:\n-  progressDeadlineSeconds: 600\n+  progressDeadlineSeconds: 2400\n"
     assert [
@@ -202,7 +298,7 @@ def test_the_base_code_s_refusals_and_crashes_are_one_line_naming_the_base(
     write_stack(repo, [samples.replica()])
     (repo / "infercrane_pulumi" / "README").write_text("the program differs at head")
     with pytest.raises(ConfigError) as refused:
-        diff_command(base="HEAD", configs=[Path(STACK)], repo=repo)
+        diff_json(base="HEAD", configs=[Path(STACK)], repo=repo)
     assert refused.value.problems == (
         f"base HEAD: {STACK}: infercrane:replicas[0].port: Input should be greater than or "
         "equal to 1",
@@ -211,7 +307,7 @@ def test_the_base_code_s_refusals_and_crashes_are_one_line_naming_the_base(
     commit(repo, "base: a program that cannot start")
     copy_package(repo)  # head: this program again
     with pytest.raises(ConfigError) as crashed:
-        diff_command(base="HEAD", configs=[Path(STACK)], repo=repo)
+        diff_json(base="HEAD", configs=[Path(STACK)], repo=repo)
     [problem] = crashed.value.problems
     assert problem.startswith(f"base HEAD: {STACK}: the program at base failed to render (exit 1):")
     assert problem.endswith("SyntaxError: invalid syntax")
@@ -229,7 +325,7 @@ def test_an_invalid_stack_names_its_side_and_field(
     commit(repo, "base")
     write_stack(repo, replicas if side == "head" else [samples.replica()])
     with pytest.raises(ConfigError) as refused:
-        diff_command(base="main", configs=[Path(STACK)], repo=repo)
+        diff_json(base="main", configs=[Path(STACK)], repo=repo)
     prefix = "base main" if side == "base" else "head"
     assert refused.value.problems == (
         f"{prefix}: {STACK}: infercrane:replicas[0].port: Input should be greater than or "
@@ -240,7 +336,7 @@ def test_an_invalid_stack_names_its_side_and_field(
 def test_unreadable_yaml_at_head_is_named_once(repo: Path) -> None:
     (repo / STACK).write_text("config: [unclosed\n")
     with pytest.raises(ConfigError) as refused:
-        diff_command(base="base", configs=[Path(STACK)], repo=repo)
+        diff_json(base="base", configs=[Path(STACK)], repo=repo)
     assert refused.value.problems == (f"head: {STACK}: not valid YAML",)
 
 
@@ -262,5 +358,5 @@ def test_bad_places_and_refs_are_one_line_each(repo: Path, tmp_path: Path) -> No
     for overrides, problem in cases:
         arguments: dict[str, Any] = {"base": "base", "configs": [Path(STACK)], "repo": repo}
         with pytest.raises(ConfigError) as refused:
-            diff_command(**(arguments | overrides))
+            diff_json(**(arguments | overrides))
         assert refused.value.problems == (problem,), overrides

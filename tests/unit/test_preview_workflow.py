@@ -75,9 +75,17 @@ def test_the_offline_diff_runs_for_forks_too_and_never_sees_a_secret() -> None:
     assert "secrets." not in yaml.safe_dump(diff)
     [command] = [s["run"] for s in steps("diff") if "infercrane_pulumi diff" in s.get("run", "")]
     assert (
-        'python -m infercrane_pulumi diff --all --base "origin/$BASE_REF" --format markdown'
-        in command.replace("\\\n", "").replace("  ", " ")
+        'python -m infercrane_pulumi diff --all --base "origin/$BASE_REF" --format markdown '
+        '--policy-gate > "$RUNNER_TEMP/diff.md" || status=$?'
+        in " ".join(command.replace("\\\n", "").split())
     )
+    # The comment is posted whatever the policy says; the job fails last, on exit 5 only.
+    names = [s.get("name") for s in steps("diff")]
+    assert names[-2:] == [
+        "Post or update the diff comment",
+        "Fail on a new mandatory policy violation",
+    ]
+    assert steps("diff")[-1]["if"] == "steps.diff.outputs.status == '5'"
     # A fork's token cannot write comments: only a same-repository PR's run posts one.
     [post] = [s for s in steps("diff") if s.get("uses") == "./.github/actions/pr-comment"]
     assert post["if"] == SAME_REPOSITORY
