@@ -226,6 +226,9 @@ def _up_and_show(
         path, env, "up", options=automation.RunOptions(on_output=print)
     )
     print(f"\n{views.summary_line(result)} in {time.monotonic() - started:.1f}s")
+    for found in result.policy:
+        finding = found.finding
+        print(f"policy ({finding.enforcement}) {finding.rule}: {finding.message}")
     show(settle(provider, config))
     if control_plane.real_node is not None:
         print("\nThe L40S replica's stand-in server, asked from this host:")

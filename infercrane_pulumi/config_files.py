@@ -6,7 +6,7 @@ through ``config_rules.parse_stack_config`` like every other configuration.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from infercrane_pulumi.intents import (
     POLICY_KEY,
     REPLICAS_KEY,
     SET_KUBECONFIG_SECRET,
+    PolicySettings,
     StackConfig,
 )
 from infercrane_pulumi.validators import is_kubeconfig_contents
@@ -76,3 +77,13 @@ def plain_kubeconfig_problems(kubernetes: Any, *, secret: bool) -> list[str]:
         f"{KUBERNETES_KEY}.kubeconfig: kubeconfig contents in plain text; store them "
         f"encrypted: {SET_KUBECONFIG_SECRET}"
     ]
+
+
+def put_policy(section: MutableMapping[str, Any], policy: PolicySettings) -> None:
+    """Hold ``policy`` in a stack file's ``config`` section as a person would write it: the
+    fields that differ from the defaults, and no entry at all for the default policy."""
+    record = policy.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    if record:
+        section[POLICY_KEY] = record
+    else:
+        section.pop(POLICY_KEY, None)

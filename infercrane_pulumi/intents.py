@@ -8,7 +8,7 @@ stack files is ``config_files``. No I/O, nothing about Pulumi or Kubernetes clie
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -228,6 +228,12 @@ class PolicySettings(_Model):
     # Shell-style patterns (``Qwen/*``) a model name must match one of.
     model_patterns: tuple[Printable, ...] | None = None
     enforcement: Mapping[RuleId, Enforcement] = Field(default_factory=dict)
+
+    @classmethod
+    def judging_nothing(cls) -> PolicySettings:
+        """Every rule disabled: what a removal runs under. It only deletes, and what it keeps
+        was judged when it was applied (a newer, stricter policy must not block a removal)."""
+        return cls(enforcement=dict.fromkeys(get_args(RuleId), "disabled"))
 
 
 class StackConfig(_Model):

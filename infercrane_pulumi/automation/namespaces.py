@@ -36,12 +36,11 @@ from infercrane_pulumi.automation.run import (
 )
 from infercrane_pulumi.cluster import client, doctor, observe
 from infercrane_pulumi.cluster.unchanged import Applied
-from infercrane_pulumi.config_files import stack_file
+from infercrane_pulumi.config_files import put_policy, stack_file
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import InferCraneError, InternalError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
-    POLICY_KEY,
     REPLICAS_KEY,
     KubernetesSettings,
     PolicySettings,
@@ -153,11 +152,7 @@ class NamespaceStack:
         section[REPLICAS_KEY] = [
             intent.model_dump(mode="json", by_alias=True) for intent in config.replicas
         ]
-        section.pop(POLICY_KEY, None)
-        if config.policy != PolicySettings():
-            section[POLICY_KEY] = config.policy.model_dump(
-                mode="json", by_alias=True, exclude_defaults=True
-            )
+        put_policy(section, config.policy)
         updated = yaml.safe_dump(document, sort_keys=False)
         if updated != text:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ from infercrane_pulumi.automation.run import (
     run,
 )
 from infercrane_pulumi.cluster import client, observe
-from infercrane_pulumi.config_files import STACK_FILE, parse_stack_text, stack_file
+from infercrane_pulumi.config_files import STACK_FILE, parse_stack_text, put_policy, stack_file
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import KUBERNETES_KEY, POLICY_KEY, REPLICAS_KEY, StackConfig
@@ -138,14 +138,15 @@ def _opened(
 
 
 def _rewrite(opened: _Opened, config: StackConfig) -> None:
-    """The copy holding ``config`` for the program: its settings and intents, the file's own
-    kubeconfig entry (encrypted contents stay encrypted)."""
+    """The copy holding ``config`` for the program: its settings, intents and policy, the
+    file's own kubeconfig entry (encrypted contents stay encrypted)."""
     section = opened.document["config"]
     settings = naming.settings_record(config.kubernetes)
     if "kubeconfig" in section[KUBERNETES_KEY]:
         settings["kubeconfig"] = section[KUBERNETES_KEY]["kubeconfig"]
     section[KUBERNETES_KEY] = settings
     section[REPLICAS_KEY] = [i.model_dump(mode="json", by_alias=True) for i in config.replicas]
+    put_policy(section, config.policy)
     opened.copy.write_text(yaml.safe_dump(opened.document, sort_keys=False), encoding="utf-8")
 
 

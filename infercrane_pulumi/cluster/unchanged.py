@@ -20,7 +20,7 @@ from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import object_subject
 from infercrane_pulumi.cluster.preflight import TAKEOVER_MANAGERS, Snapshot
 from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
+from infercrane_pulumi.intents import KubernetesSettings, PolicySettings, ReplicaIntent, StackConfig
 from infercrane_pulumi.manifests import Manifest
 
 
@@ -49,13 +49,15 @@ class Applied:
         under its recorded settings, which hold no kubeconfig, so ``given``'s is used (the
         credentials of whoever reads the cluster). Outputs that predate the record: under
         ``given``, which a caller that must not apply pending edits proves first
-        (``verified_keys``)."""
+        (``verified_keys``). Under no policy (``PolicySettings.judging_nothing``)."""
         settings = given if self.settings is None else self.settings
         document = naming.settings_record(settings)
         if given.kubeconfig is not None:
             document["kubeconfig"] = given.kubeconfig
         return parse_stack_config(
-            document, [intent.model_dump(mode="json", by_alias=True) for intent in self.intents]
+            document,
+            [intent.model_dump(mode="json", by_alias=True) for intent in self.intents],
+            PolicySettings.judging_nothing().model_dump(mode="json", by_alias=True),
         )
 
 

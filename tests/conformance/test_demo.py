@@ -66,6 +66,10 @@ def check_demo_stack(out: str, real_node: bool) -> None:
     checks = doctor_checks("deployment")
     assert f"doctor as the provider identity: {checks}/{checks} checks ok" in out
     assert "up demo: 2 to add, 0 to change, 0 to destroy, 0 unchanged in " in out
+    assert (
+        "policy (advisory) model-name: demo-sglang-r0: model Qwen/Qwen3-0.6B matches none of "
+        "Qwen/Qwen3-8B*\n" in out
+    )
     owned = [line.strip() for line in out.splitlines() if "managers:" in line]
     assert [line.split("/")[0] for line in owned] == ["Deployment", "Service"] * 2
     assert all("infercrane-provider-v1(Apply)" in line for line in owned)

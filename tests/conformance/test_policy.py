@@ -79,8 +79,9 @@ def test_a_stack_files_policy_refuses_with_its_exit_code_and_warns_advisory(
     }
     _nothing_written(harness)
     # Allowed by the namespace: the run goes on, the model outside the patterns is a warning.
+    flagged = [replica(k, runtimeArgs=["--trust-remote-code"]) for k in ("policy-flag", "gone")]
     harness.configure(
-        [replica("policy-flag", runtimeArgs=["--trust-remote-code"])],
+        flagged,
         policy={"modelPatterns": ["meta-llama/*"], "allowedFlags": ["--trust-remote-code"]},
     )
     result = harness.up()
@@ -89,4 +90,19 @@ def test_a_stack_files_policy_refuses_with_its_exit_code_and_warns_advisory(
     assert [p.finding.message for p in result.findings_of("policy-flag")] == [message]
     # A person running `pulumi up` on this stack sees it as the engine's warning.
     assert any(f"[policy model-name] {message}" in line for line in harness.log)
+    # A stricter policy pending in the file never blocks a removal: it only deletes.
+    harness.configure(flagged, policy={})
+    removed = harness.cli(
+        "remove",
+        "--stack",
+        harness.stack_name,
+        "--project-dir",
+        project,
+        "--key",
+        "gone",
+        env=cli_env(harness),
+    )
+    assert removed.returncode == 0, removed.stderr
+    assert harness.get(kinds.DEPLOYMENT, "gone") is None
+    assert harness.get(kinds.DEPLOYMENT, "policy-flag") is not None
     harness.destroy()

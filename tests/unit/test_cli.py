@@ -6,7 +6,7 @@ import dataclasses
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import jsonschema
 import pytest
@@ -24,7 +24,7 @@ from infercrane_pulumi.automation import (
 from infercrane_pulumi.cluster import client
 from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.config_files import load_stack_file, stack_file
-from infercrane_pulumi.intents import StackConfig
+from infercrane_pulumi.intents import PolicySettings, RuleId, StackConfig
 from infercrane_pulumi.kinds import DEPLOYMENT, POD, SERVICE
 from infercrane_pulumi.review import comments, offline_diff
 from tests.unit import samples
@@ -353,10 +353,14 @@ def test_remove_runs_what_the_stack_applied_without_the_key_never_pending_edits(
     assert (code, err) == (0, "")
     namespace_stack(tmp_path, path).remove("demo-sglang-r0")
     kept = DEMO_CONFIG.replicas[0]
-    expected = DEMO_CONFIG.model_copy(update={"replicas": (kept,)})
+    off = PolicySettings.judging_nothing()
+    expected = DEMO_CONFIG.model_copy(update={"replicas": (kept,), "policy": off})
+    # Not the stack file's policy (a pending edit like its intents): none, a removal only
+    # deletes.
     what_the_program_reads = {
         "infercrane:kubernetes": naming.settings_record(DEMO_CONFIG.kubernetes),
         "infercrane:replicas": [kept.model_dump(mode="json", by_alias=True)],
+        "infercrane:policy": {"enforcement": dict.fromkeys(get_args(RuleId), "disabled")},
     }
     assert runs == [("up", expected, APPLIED_RECORD, what_the_program_reads)] * 2
     assert valid_envelope(out)["result"] == comments.stack_json(

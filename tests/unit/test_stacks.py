@@ -16,7 +16,7 @@ from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError, DamagedStateError
-from infercrane_pulumi.intents import KubernetesSettings, StackConfig
+from infercrane_pulumi.intents import KubernetesSettings, PolicySettings, StackConfig
 from tests.unit import samples
 from tests.unit.fake_cluster import FakeTransport
 from tests.unit.fake_stacks import FakeStack, serve
@@ -26,6 +26,8 @@ from tests.unit.test_run import record
 APPLIED = parse_stack_config(
     samples.kubernetes(), [samples.replica(externalKey=k) for k in ("a", "b")]
 )
+# A removal only deletes: what it keeps is not judged again.
+NO_POLICY = PolicySettings.judging_nothing()
 PENDING = samples.kubernetes(imageDigest=f"registry.example/vllm@sha256:{'ef' * 32}")
 
 
@@ -81,14 +83,14 @@ def test_remove_keeps_the_other_keys_under_the_recorded_settings(
     monkeypatch: pytest.MonkeyPatch, given: Any
 ) -> None:
     recorded = dataclasses.replace(record(APPLIED), settings=APPLIED.kubernetes)
-    kept = APPLIED.model_copy(update={"replicas": APPLIED.replicas[:1]})
+    kept = APPLIED.model_copy(update={"replicas": APPLIED.replicas[:1], "policy": NO_POLICY})
     assert removal(monkeypatch, recorded, given) == kept
 
 
 def test_outputs_before_the_record_run_the_given_settings_once_proven(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    kept = APPLIED.model_copy(update={"replicas": APPLIED.replicas[:1]})
+    kept = APPLIED.model_copy(update={"replicas": APPLIED.replicas[:1], "policy": NO_POLICY})
     assert removal(monkeypatch, record(APPLIED), samples.kubernetes()) == kept
     with pytest.raises(ConfigError) as raised:
         removal(monkeypatch, record(APPLIED), PENDING)
