@@ -58,7 +58,7 @@ def build_program(preflight: Preflight) -> Callable[[], None]:
     def program() -> None:
         try:
             config = config_from_pulumi()
-            for finding in enforce(config.policy, config):
+            for finding in enforce(config):
                 pulumi.log.warn(f"[policy {finding.rule}] {finding.message}")
             preflight(config)
         except InferCraneError as error:

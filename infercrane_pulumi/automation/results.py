@@ -188,9 +188,7 @@ def stack_result(
         renames=tuple(find_renames(inputs("delete"), inputs("create"))),
         # The program refused the run on a mandatory one: what is left is advisory. A destroy
         # leaves nothing to judge.
-        policy=()
-        if operation == "destroy"
-        else policy_findings(evaluate_stack(config.policy, config)),
+        policy=() if operation == "destroy" else policy_findings(evaluate_stack(config)),
     )
 
 
@@ -218,7 +216,7 @@ def unchanged(operation: str, stack: str, config: StackConfig, applied: Applied)
         replicas=replicas,
         notes=(VERIFIED_NOTE,),
         verified_unchanged=True,
-        policy=policy_findings(evaluate_stack(config.policy, config)),
+        policy=policy_findings(evaluate_stack(config)),
     )
 
 

@@ -198,20 +198,22 @@ def evaluate(
     return tuple(findings)
 
 
-def evaluate_stack(policy: PolicySettings, config: StackConfig) -> tuple[Finding, ...]:
-    """``evaluate`` over the workloads ``config`` renders (its first object per intent)."""
+def evaluate_stack(config: StackConfig) -> tuple[Finding, ...]:
+    """``evaluate`` under ``config``'s policy over the workloads it renders (the first object
+    of each intent)."""
     settings = config.kubernetes
     subjects = [
         Subject(intent.external_key, intent.model, replica_objects(settings, intent)[0])
         for intent in config.replicas
     ]
-    return evaluate(policy, subjects, Context(settings.gpu_resource, settings.gpu_product_label))
+    context = Context(settings.gpu_resource, settings.gpu_product_label)
+    return evaluate(config.policy, subjects, context)
 
 
-def enforce(policy: PolicySettings, config: StackConfig) -> tuple[Finding, ...]:
+def enforce(config: StackConfig) -> tuple[Finding, ...]:
     """The advisory findings of ``config``; raise ``PolicyViolationError`` listing every
     mandatory one (per key in key order, then the stack's) when there is any."""
-    findings = evaluate_stack(policy, config)
+    findings = evaluate_stack(config)
     mandatory = [f.message for f in findings if f.enforcement == "mandatory"]
     if mandatory:
         raise PolicyViolationError(mandatory)

@@ -186,7 +186,7 @@ def _config(path: str, text: str | None) -> StackConfig | None:
 
 
 def _findings(config: StackConfig | None) -> tuple[Finding, ...]:
-    return () if config is None else evaluate_stack(config.policy, config)
+    return () if config is None else evaluate_stack(config)
 
 
 def _head_text(file: Path, path: str) -> str | None:

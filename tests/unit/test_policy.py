@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, get_args
 
 import pytest
 
@@ -13,16 +14,23 @@ from infercrane_pulumi.policy import podsecurity
 from infercrane_pulumi.policy.rules import RULES, Finding, evaluate_stack, registry_path
 from tests.unit import samples
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def _findings(
     policy: dict[str, Any], replicas: list[dict[str, Any]], **settings: Any
 ) -> list[Finding]:
     config = parse_stack_config(samples.kubernetes(**settings), replicas, policy)
-    return list(evaluate_stack(config.policy, config))
+    return list(evaluate_stack(config))
 
 
-def test_every_rule_has_an_id_the_configuration_knows() -> None:
-    assert sorted(rule.id for rule in RULES) == sorted(RuleId.__args__)  # type: ignore[attr-defined]
+def test_every_rule_has_an_id_the_configuration_knows_and_a_readme_row() -> None:
+    assert sorted(rule.id for rule in RULES) == sorted(get_args(RuleId))
+    rows = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    for rule in RULES:
+        [row] = [row for row in rows if row.startswith(f"| `{rule.id}` |")]
+        assert row.startswith(f"| `{rule.id}` | {rule.description} |")
+        assert row.endswith(f"| {rule.default} |")
 
 
 def test_the_defaults_pass_what_infercrane_renders_for_both_workload_apis() -> None:
@@ -124,7 +132,7 @@ def test_restricted_pod_security_needs_the_hardening_settings() -> None:
     policy = {"podSecurity": "restricted"}
     assert _findings(policy, [samples.replica()]) == expected
     config = parse_stack_config(samples.every_setting(), [samples.replica()], policy)
-    assert evaluate_stack(config.policy, config) == ()
+    assert evaluate_stack(config) == ()
 
 
 def test_model_patterns_are_advisory_by_default_and_enforcement_is_per_rule() -> None:
