@@ -4,7 +4,9 @@ The CLI, ``NamespaceStack``, ``ensure_many``, ``make demo``, ``make preview``, t
 suite and the benchmarks all come here (``tests/unit/test_layers.py`` holds every other module
 to it); only a person running ``pulumi up`` on the repository's project goes around it.
 
-Before the engine starts, ``planning`` decides over one snapshot of the namespace: a verified
+First the stack's policy: a mandatory rule broken refuses the run before anything is read or
+written (``policy.rules``). Before the engine starts, ``planning`` decides over one snapshot of
+the namespace: a verified
 no-op (the engine does not start), the keys worked on, a refresh when the cluster drifted, the
 ownership rule and the strict dry-run of what is applied, and what the run deletes itself, each
 object by the uid just checked (``cluster.ownership``, ``cluster.deletion``): an ``up`` deletes
@@ -55,6 +57,7 @@ from infercrane_pulumi.errors import (
     StackBusyError,
 )
 from infercrane_pulumi.intents import KubernetesSettings, StackConfig
+from infercrane_pulumi.policy import rules
 
 Printer = Callable[[str], Any]
 EventHandler = Callable[[auto.EngineEvent], Any]
@@ -100,6 +103,10 @@ def run(
         if options.on_event is not None:
             options.on_event(event)
 
+    if operation != "destroy":
+        # Before any read or write, so that a verified no-op or a killed run's leftovers never
+        # go around it; the program judges again for a person's `pulumi up`.
+        rules.enforce(config)
     cluster = client.connect(local_settings(config.kubernetes, env))
     with exclusive(env, stack.name, options.wait_seconds) as lease:
         try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_pulumi import kinds
+from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.errors import EXIT_POLICY, PolicyViolationError
 from infercrane_pulumi.intents import PolicySettings
 from infercrane_pulumi.policy.rules import Finding
@@ -50,7 +50,13 @@ def test_namespace_stack_refuses_a_mandatory_violation_and_writes_nothing(
             )
         ),
     )
-    assert harness.get(kinds.DEPLOYMENT, "policy-a") is not None
+    applied = harness.resource_versions()
+    assert f"Deployment/{naming.object_name('policy-a')}" in applied
+    # A stricter policy refuses even a run whose intents are verified unchanged.
+    stricter = dataclasses.replace(stack, policy=PolicySettings(gpu_products=("NVIDIA-A100",)))
+    with pytest.raises(PolicyViolationError):
+        stricter.ensure([intent("policy-a")])
+    assert harness.resource_versions() == applied
     stack.destroy()
 
 

@@ -11,7 +11,8 @@ import pytest
 from infercrane_pulumi import naming, preflighted, workloads
 from infercrane_pulumi.automation import targets
 from infercrane_pulumi.automation.planning import Operation, plan_run
-from infercrane_pulumi.automation.run import failed
+from infercrane_pulumi.automation.run import failed, run
+from infercrane_pulumi.cluster import client
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.deletion import Doomed
 from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
@@ -20,6 +21,7 @@ from infercrane_pulumi.errors import (
     BackendUnavailableError,
     InferCraneError,
     OwnershipError,
+    PolicyViolationError,
     RunFailedError,
 )
 from infercrane_pulumi.intents import StackConfig
@@ -329,3 +331,21 @@ def test_a_failed_engine_run_is_classified_from_its_events(
 ) -> None:
     error = failed("s1", "up", diagnostics, finished=finished)
     assert (type(error), error.problems) == (type(expected), expected.problems)
+
+
+@pytest.mark.parametrize("operation", ["up", "preview"])
+def test_a_mandatory_policy_violation_refuses_before_the_cluster_is_touched(
+    operation: Operation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_cluster(*_: Any) -> Any:
+        raise AssertionError("the cluster was touched")
+
+    monkeypatch.setattr(client, "connect", no_cluster)
+    config = parse_stack_config(
+        samples.kubernetes(), [samples.replica()], {"gpuProducts": ["NVIDIA-L4"]}
+    )
+    with pytest.raises(PolicyViolationError) as refused:
+        run(object(), object(), operation, config)  # type: ignore[arg-type]
+    assert refused.value.problems == (
+        "dep-7-r0: GPU product NVIDIA-L40S is not allowed here (allowed: NVIDIA-L4)",
+    )
