@@ -57,7 +57,7 @@ class NamespaceStack:
     stack_name: str = ""  # default: the namespace (one stack per namespace)
     wait_seconds: float = 0.0
     on_event: EventHandler | None = None
-    # The rules every run's program applies (``infercrane:policy``; README, "Policy").
+    # The rules every run is judged by (``infercrane:policy``; README, "Policy").
     policy: PolicySettings = field(default_factory=PolicySettings)
     _stack: auto.Stack | None = field(default=None, init=False, repr=False)
     _kubeconfig_digest: str | None = field(default=None, init=False, repr=False)

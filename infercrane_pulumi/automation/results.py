@@ -186,8 +186,8 @@ def stack_result(
         replicas=tuple(replicas),
         drift=tuple(drift_of(steps)),
         renames=tuple(find_renames(inputs("delete"), inputs("create"))),
-        # The program refused the run on a mandatory one: what is left is advisory. A destroy
-        # leaves nothing to judge.
+        # The run path refuses a run with a mandatory finding: what is left is advisory. A
+        # destroy leaves nothing to judge.
         policy=() if operation == "destroy" else policy_findings(evaluate_stack(config)),
     )
 
