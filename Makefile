@@ -5,13 +5,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # checkov's pins conflict with the project's (hack/lint/checkov-constraints.txt): its own venv.
 CHECKOV_VENV := .venv-checkov
+# The policy pack's virtualenv (policy/constraints.txt says why it is its own).
+POLICY_VENV := policy/venv
 TOOLS_BIN = $(shell hack/tools/build.sh --bin-dir)
 
 export PULUMI_SKIP_UPDATE_CHECK := true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 
-.PHONY: demo test unit lint fmt tools base-tools venv clean host-packages
+.PHONY: demo test unit lint fmt tools base-tools venv policy-venv clean host-packages
 
 ## demo: build/reuse the toolchain, start a disposable control plane, run a real `pulumi up`
 ## (BACKEND=postgres: the state and the stack's lease in a throwaway PostgreSQL)
@@ -24,7 +26,7 @@ demo: venv $(if $(KSERVE),tools,base-tools) host-packages
 ## test: lint, type-check, go test of hack/tools, unit tests, the dev tools' tests, then
 ## real-engine conformance on the local control plane (and its real node)
 ## (hack/test.sh: KServe's toolchain family builds in the background meanwhile)
-test: venv base-tools host-packages
+test: venv policy-venv base-tools host-packages
 	PYTEST_ARGS='$(PYTEST_ARGS)' hack/test.sh
 
 ## conformance: the conformance suite against an existing cluster (not a local one of its own),
@@ -106,6 +108,15 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $@
+
+## policy-venv: the policy pack's own virtualenv (pulumi-policy and InferCrane), policy/venv
+policy-venv: $(POLICY_VENV)/.installed
+
+$(POLICY_VENV)/.installed: policy/requirements.txt policy/constraints.txt pyproject.toml
+	$(PYTHON) -m venv $(POLICY_VENV)
+	cd policy && venv/bin/python -m pip install --quiet --disable-pip-version-check \
+	  -c constraints.txt -r requirements.txt
 	touch $@
 
 $(CHECKOV_VENV)/.installed: hack/lint/checkov-constraints.txt

@@ -1,8 +1,9 @@
 """The rule set: each rule a pure function over the workloads a stack renders.
 
-A ``Subject`` is one replica as a policy sees it: its external key, its model and its workload
-object (the Deployment or the InferenceService ``manifests`` renders, whose Pod carries the
-image, argv, GPU request and security context). ``evaluate`` runs every enabled rule and
+A ``Subject`` is one replica as a policy sees it: its external key, its model (unknown to a
+policy pack, which sees only objects) and its workload object (the Deployment or the
+InferenceService ``manifests`` renders, whose Pod carries the image, argv, GPU request and
+security context). ``evaluate`` runs every enabled rule and
 returns ``Finding`` values, each naming its key (``None`` for the stack-wide GPU budget).
 """
 
@@ -22,7 +23,7 @@ from infercrane_pulumi.workloads import replica_objects
 @dataclass(frozen=True)
 class Subject:
     external_key: str
-    model: str
+    model: str | None
     workload: Mapping[str, Any]
 
 
@@ -132,11 +133,13 @@ def _pod_security(policy: PolicySettings, subject: Subject, _: Context) -> Itera
 
 
 def _model_name(policy: PolicySettings, subject: Subject, _: Context) -> Iterator[str]:
-    patterns = policy.model_patterns
-    if patterns is not None and not any(fnmatch.fnmatchcase(subject.model, p) for p in patterns):
-        yield (
-            f"{subject.external_key}: model {subject.model} matches none of {', '.join(patterns)}"
-        )
+    patterns, model = policy.model_patterns, subject.model
+    if (
+        patterns is not None
+        and model is not None
+        and not any(fnmatch.fnmatchcase(model, p) for p in patterns)
+    ):
+        yield (f"{subject.external_key}: model {model} matches none of {', '.join(patterns)}")
 
 
 ReplicaRule = Callable[[PolicySettings, Subject, Context], Iterator[str]]
@@ -184,18 +187,23 @@ def evaluate(
                     for message in check(policy, subject, context)
                 )
     level = enforcement(policy, GPU_BUDGET)
-    total = sum(gpus(subject.workload, context) for subject in subjects)
-    if level != "disabled" and policy.gpu_budget is not None and total > policy.gpu_budget:
-        findings.append(
-            Finding(
-                GPU_BUDGET.id,
-                level,
-                None,
-                f"the replicas hold {total} GPUs, over the namespace's budget of "
-                f"{policy.gpu_budget}",
-            )
+    if level != "disabled":
+        findings += (
+            Finding(GPU_BUDGET.id, level, None, message)
+            for message in over_budget(policy, subjects, context)
         )
     return tuple(findings)
+
+
+def over_budget(
+    policy: PolicySettings, subjects: Sequence[Subject], context: Context
+) -> Iterator[str]:
+    """The GPU budget over one stack's replicas: at most one message."""
+    total = sum(gpus(subject.workload, context) for subject in subjects)
+    if policy.gpu_budget is not None and total > policy.gpu_budget:
+        yield (
+            f"the replicas hold {total} GPUs, over the namespace's budget of {policy.gpu_budget}"
+        )
 
 
 def evaluate_stack(config: StackConfig) -> tuple[Finding, ...]:

@@ -5,8 +5,9 @@
 // pulumi-language-python/v3: 403 "not available"), so this small host stands in for it when the
 // CLI is built from source. It does what the engine needs to run this project: it starts the
 // SDK's pulumi-language-python-exec shim (installed next to this binary) with the project's
-// virtualenv interpreter and forwards the run request as the shim's flags and environment.
-// Dependency installation, plugin discovery and debugging are left to the user's setup: the
+// virtualenv interpreter and forwards the run request as the shim's flags and environment, and it
+// starts a Python policy pack (RunPlugin: what `--policy-pack` asks of a language host) with the
+// pack's own virtualenv interpreter. Dependency installation, plugin discovery and debugging are left to the user's setup: the
 // project's Makefile owns its virtualenv and plugins are installed explicitly. Users with
 // internet use Pulumi's official CLI and host instead.
 package main
@@ -135,7 +136,7 @@ func python(info *pulumirpc.ProgramInfo) (string, []string, error) {
 	env = append(env, "VIRTUAL_ENV="+venv, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	interpreter := filepath.Join(bin, "python")
 	if _, err := os.Stat(interpreter); err != nil {
-		return "", nil, fmt.Errorf("virtualenv %s has no bin/python (run `make venv`)", venv)
+		return "", nil, fmt.Errorf("virtualenv %s has no bin/python", venv)
 	}
 	return interpreter, env, nil
 }
@@ -144,7 +145,7 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	info := req.GetInfo()
 	interpreter, env, err := python(info)
 	if err != nil {
-		return &pulumirpc.RunResponse{Error: err.Error()}, nil
+		return &pulumirpc.RunResponse{Error: err.Error() + " (run `make venv`)"}, nil
 	}
 	configEnv, cleanup, err := configEnvironment(req)
 	if err != nil {
@@ -195,6 +196,44 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 		return &pulumirpc.RunResponse{Error: fmt.Sprintf("could not run the Python program: %v", err)}, nil
 	}
 	return &pulumirpc.RunResponse{}, nil
+}
+
+// RunPlugin starts a plugin written in Python, as the engine starts a policy pack: the
+// interpreter of the pack's virtualenv option on the pack's directory, with the engine's
+// arguments and environment; its output streams back to the engine (which reads the analyzer's
+// port from it) and its exit code ends the stream. The engine's hang-up stops the plugin.
+func (h *host) RunPlugin(
+	req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer,
+) error {
+	info := req.GetInfo()
+	if info == nil {
+		return errors.New("RunPlugin: the engine sent no program info")
+	}
+	interpreter, env, err := python(info)
+	if err != nil {
+		return fmt.Errorf("%s plugin in %s: %w", req.GetKind(), info.GetRootDirectory(), err)
+	}
+	program := filepath.Join(info.GetProgramDirectory(), info.GetEntryPoint())
+	closer, stdout, stderr, err := rpcutil.MakeRunPluginStreams(server, false)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(server.Context(), interpreter, append([]string{"-u", program}, req.GetArgs()...)...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = req.GetPwd(), append(env, req.GetEnv()...), stdout, stderr
+	ran := cmd.Run()
+	// Every line of output reaches the engine before the exit code, which must come last.
+	if err := closer.Close(); err != nil {
+		return err
+	}
+	code := int32(0)
+	if ran != nil {
+		var exitErr *exec.ExitError
+		if !errors.As(ran, &exitErr) {
+			return fmt.Errorf("could not start the Python plugin %s: %w", program, ran)
+		}
+		code = int32(exitErr.ExitCode())
+	}
+	return server.Send(&pulumirpc.RunPluginResponse{Output: &pulumirpc.RunPluginResponse_Exitcode{Exitcode: code}})
 }
 
 // configFileEnv names the file that holds the whole configuration when it is too large for the
