@@ -25,6 +25,7 @@ from infercrane_pulumi import manifests, views, workloads
 from infercrane_pulumi.automation import (
     EnvironmentFlags,
     Operation,
+    PolicyPack,
     PulumiEnvironment,
     RunOptions,
     inspect_stack_file,
@@ -42,6 +43,7 @@ from infercrane_pulumi.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_POLICY,
+    ConfigError,
     InferCraneError,
     InternalError,
 )
@@ -134,6 +136,7 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
         on_event=on_event if args.events else None,
         wait_seconds=args.wait,
         refresh=getattr(args, "refresh", False),
+        policy_pack=_pack(args),
     )
     remove_key = args.key if args.command == "remove" else None
     operation: Operation = "up" if remove_key is not None else args.command
@@ -151,6 +154,18 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
         rows=rows,
         footer=views.summary_line(result),
     )
+
+
+def _pack(args: argparse.Namespace) -> PolicyPack | None:
+    directory, config = (
+        getattr(args, "policy_pack", None),
+        getattr(args, "policy_pack_config", None),
+    )
+    if directory is None:
+        if config is not None:
+            raise ConfigError(["--policy-pack-config: needs --policy-pack"])
+        return None
+    return PolicyPack(directory.resolve(), None if config is None else config.resolve())
 
 
 def diff(args: argparse.Namespace, ctx: Context) -> views.Result:
@@ -216,6 +231,19 @@ def _refresh(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _policy_pack(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--policy-pack",
+        type=Path,
+        help="InferCrane's CrossGuard pack (the repository's policy/) for the engine to run",
+    )
+    command.add_argument(
+        "--policy-pack-config",
+        type=Path,
+        help="the pack's configuration, a JSON file of rule names (default: the rules' own)",
+    )
+
+
 def _key(required: bool) -> Flags:
     def add(command: argparse.ArgumentParser) -> None:
         text = "the external key" if required else "observe one external key only"
@@ -273,13 +301,13 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "preview",
         "what `up` would change, per external key (writes nothing)",
-        (*RUN, _refresh, _format(("table", "json", "markdown"), "table")),
+        (*RUN, _refresh, _policy_pack, _format(("table", "json", "markdown"), "table")),
         run_stack,
     ),
     Command(
         "up",
         "apply the stack: ownership preflight, server-side apply (never forced)",
-        (*RUN, _refresh),
+        (*RUN, _refresh, _policy_pack),
         run_stack,
     ),
     Command(

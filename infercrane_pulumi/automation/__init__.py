@@ -18,6 +18,7 @@ from infercrane_pulumi.automation.environment import (
 from infercrane_pulumi.automation.locks import stack_locks
 from infercrane_pulumi.automation.namespaces import NamespaceOutcome, NamespaceStack, ensure_many
 from infercrane_pulumi.automation.planning import Operation
+from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.results import StackResult
 from infercrane_pulumi.automation.run import RunOptions
 from infercrane_pulumi.automation.stackfiles import inspect_stack_file, run_stack_file
@@ -28,6 +29,7 @@ __all__ = [
     "NamespaceOutcome",
     "NamespaceStack",
     "Operation",
+    "PolicyPack",
     "PulumiEnvironment",
     "RunOptions",
     "StackResult",

@@ -27,6 +27,7 @@ from infercrane_pulumi import naming
 from infercrane_pulumi.automation import pairing, project, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation
+from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.run import (
     EventHandler,
     RunOptions,
@@ -59,6 +60,8 @@ class NamespaceStack:
     on_event: EventHandler | None = None
     # The rules every run is judged by (``infercrane:policy``; README, "Policy").
     policy: PolicySettings = field(default_factory=PolicySettings)
+    # InferCrane's CrossGuard pack, run by the engine on every ensure (README, "Policy").
+    policy_pack: PolicyPack | None = None
     _stack: auto.Stack | None = field(default=None, init=False, repr=False)
     _kubeconfig_digest: str | None = field(default=None, init=False, repr=False)
 
@@ -82,7 +85,8 @@ class NamespaceStack:
             config, applied = stacks.removal(
                 self.stack(), external_key, self.settings, self._connect
             )
-            return self._run("up", config, applied)
+            # A removal only deletes: what it keeps was judged when it was applied.
+            return self._run("up", config, applied, judged=False)
 
     def destroy(self) -> results.StackResult:
         """Delete every object of the stack (the preflight still runs first)."""
@@ -173,8 +177,14 @@ class NamespaceStack:
         operation: Operation,
         config: StackConfig,
         applied: Applied | None = None,
+        *,
+        judged: bool = True,
     ) -> results.StackResult:
-        options = RunOptions(on_event=self.on_event, wait_seconds=self.wait_seconds)
+        options = RunOptions(
+            on_event=self.on_event,
+            wait_seconds=self.wait_seconds,
+            policy_pack=self.policy_pack if judged else None,
+        )
         # The stack is opened (created, the first time) under its lease: Pulumi's look-then-
         # create is not atomic, and on a shared backend two replicas creating one stack at once
         # could each write it (the one busy replica now answers stack-busy before that).

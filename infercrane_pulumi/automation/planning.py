@@ -44,11 +44,13 @@ def plan_run(
     stack: str,
     refresh: bool,
     exclusive: bool = True,
+    verify: bool = True,
 ) -> Plan:
     """The decisions before the engine starts, over one snapshot of the namespace.
     ``stack``: the stack's identity (``naming.stack_identity``); ``exclusive``: no other
     operation holds the stack, so a verified no-op may skip the engine and what the stack no
-    longer holds may be deleted (another operation's run may be applying it)."""
+    longer holds may be deleted (another operation's run may be applying it); ``verify``: keys
+    verified unchanged may skip the engine (not when a policy pack must judge every key)."""
     last = config.model_copy(update={"replicas": applied.intents})
     live = preflight.snapshot(cluster, config.kubernetes)
     if operation == "destroy":
@@ -60,7 +62,7 @@ def plan_run(
     desired_keys = {intent.external_key for intent in config.replicas}
     verified = (
         unchanged.verified_keys(config, applied, live, stack=stack)
-        if exclusive and not refresh
+        if exclusive and verify and not refresh
         else set()
     )
     # Only what is not verified unchanged is checked and worked on.

@@ -20,6 +20,7 @@ from typing import Any
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.automation import policypack, targets
 from infercrane_pulumi.cluster.deletion import Doomed
 from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.intents import StackConfig
@@ -29,6 +30,7 @@ from infercrane_pulumi.review.changes import (
     Drift,
     KeyChange,
     ObjectChange,
+    PolicyFinding,
     StackChanges,
     external_key,
     find_renames,
@@ -188,8 +190,23 @@ def stack_result(
         renames=tuple(find_renames(inputs("delete"), inputs("create"))),
         # The run path refuses a run with a mandatory finding: what is left is advisory. A
         # destroy leaves nothing to judge.
-        policy=() if operation == "destroy" else policy_findings(evaluate_stack(config)),
+        policy=() if operation == "destroy" else _advisory(stack, config, events),
     )
+
+
+def _advisory(
+    stack: str, config: StackConfig, events: Iterable[auto.EngineEvent]
+) -> tuple[PolicyFinding, ...]:
+    """The stack's own findings and its policy pack's, each once (the same settings find the
+    same)."""
+    owners = targets.owners(
+        project=naming.PROJECT_NAME,
+        stack=stack,
+        settings=config.kubernetes,
+        keys=(intent.external_key for intent in config.replicas),
+    )
+    found = [*evaluate_stack(config), *policypack.findings(events, owners)]
+    return policy_findings(tuple(dict.fromkeys(found)))
 
 
 def unchanged(operation: str, stack: str, config: StackConfig, applied: Applied) -> StackResult:

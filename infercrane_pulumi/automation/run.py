@@ -5,21 +5,24 @@ suite and the benchmarks all come here (``tests/unit/test_layers.py`` holds ever
 to it); only a person running ``pulumi up`` on the repository's project goes around it.
 
 First the stack's policy: a mandatory rule broken refuses the run before anything is read or
-written (``policy.rules``). Before the engine starts, ``planning`` decides over one snapshot of
-the namespace: a verified
-no-op (the engine does not start), the keys worked on, a refresh when the cluster drifted, the
-ownership rule and the strict dry-run of what is applied, and what the run deletes itself, each
-object by the uid just checked (``cluster.ownership``, ``cluster.deletion``): an ``up`` deletes
-once the engine has forgotten them, a destroy first, then runs the engine without the program.
+written (``policy.rules``); a run given InferCrane's policy pack checks the pack too
+(``policypack``), and every key then goes to the engine, which runs the pack (an up previews
+first, so that the pack's mandatory finding stops it before any write). Before the engine
+starts, ``planning`` decides over one snapshot of the namespace: a verified no-op (the engine
+does not start), the keys worked on, a refresh when the cluster drifted, the ownership rule and
+the strict dry-run of what is applied, and what the run deletes itself, each object by the uid
+just checked (``cluster.ownership``, ``cluster.deletion``): an ``up`` deletes once the engine
+has forgotten them, a destroy first, then runs the engine without the program.
 
 The engine then runs with a private directory (the refusal channel, and the run's TMPDIR,
 because pulumi-kubernetes writes the whole kubeconfig to a temporary file on every configure
 and never removes it). What a dead run left is recovered first; a busy stack raises
 ``StackBusyError`` at once or after ``wait_seconds``; a failure becomes the program's own
-refusal, else ``RunFailedError`` with the engine's error diagnostics (from its event stream,
-never its text, credentials masked), ``BackendUnavailableError`` when the engine ran every step
-without an error but could not record them, or ``ClusterUnavailableError`` when the API server
-cannot be reached.
+refusal, else the pack's mandatory findings (``PolicyViolationError``), else
+``RunFailedError`` with the engine's error diagnostics (from its event stream, never its text,
+credentials masked), ``BackendUnavailableError`` when the engine ran every step without an
+error but could not record them, or ``ClusterUnavailableError`` when the API server cannot be
+reached.
 
 On a backend with stack leases (``leases``: PostgreSQL state, or another shared backend given
 a lease database) the whole run, from reading the applied intents to the engine's end, holds
@@ -43,9 +46,18 @@ from typing import Any
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, refusals
-from infercrane_pulumi.automation import eventlog, leases, project, results, stacks, targets
+from infercrane_pulumi.automation import (
+    eventlog,
+    leases,
+    policypack,
+    project,
+    results,
+    stacks,
+    targets,
+)
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
+from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.recovery import break_locks, recover
 from infercrane_pulumi.cluster import client, deletion
 from infercrane_pulumi.cluster.unchanged import Applied
@@ -53,6 +65,7 @@ from infercrane_pulumi.errors import (
     BackendUnavailableError,
     ClusterUnavailableError,
     InferCraneError,
+    PolicyViolationError,
     RunFailedError,
     StackBusyError,
 )
@@ -80,6 +93,8 @@ class RunOptions:
     on_event: EventHandler | None = None  # every engine event, as it happens
     wait_seconds: float = 0.0  # how long a busy stack may be waited for
     refresh: bool = False  # refresh first whatever the drift probe says
+    # InferCrane's CrossGuard pack, run by the engine on a preview or an up (README, "Policy").
+    policy_pack: PolicyPack | None = None
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -103,10 +118,14 @@ def run(
         if options.on_event is not None:
             options.on_event(event)
 
-    if operation != "destroy":
+    if operation == "destroy":
+        options = dataclasses.replace(options, policy_pack=None)  # it judges nothing
+    else:
         # Before any read or write, so that a verified no-op or a killed run's leftovers never
         # go around it; the program judges again for a person's `pulumi up`.
         rules.enforce(config)
+        if options.policy_pack is not None:
+            options.policy_pack.check()
     cluster = client.connect(local_settings(config.kubernetes, env))
     with exclusive(env, stack.name, options.wait_seconds) as lease:
         try:
@@ -122,6 +141,8 @@ def run(
                 stack=naming.stack_identity(project.PROJECT_NAME, stack.name),
                 refresh=options.refresh,
                 exclusive=alone,
+                # A pack judges every object, unchanged or not, as CrossGuard does.
+                verify=options.policy_pack is None,
             )
             if plan.unchanged:
                 deletion.delete_all(cluster, config.kubernetes, plan.deletions)
@@ -257,10 +278,19 @@ def _attempt(
     """One engine run through the Pulumi CLI, its events read from its event log. The CLI is
     called directly: the Automation API's ``Stack.up`` and friends read the stack's outputs
     (twice) and its history after every run, three more CLI processes this path never uses."""
+    pack = options.policy_pack
+    if operation == "up" and pack is not None:
+        # A preview first, so that the pack's mandatory finding stops the run before any write
+        # (an update stops only at the first object found, having written others). Its own
+        # CLI run: `up` without --skip-preview truncates its event log between the two.
+        _attempt(stack, "preview", plan, options, settings=settings, on_event=lambda _: None)
     diagnostics: list[str] = []
     finished: list[auto.EngineEvent] = []  # the engine's summary: it ran every step
+    judged: list[auto.EngineEvent] = []  # the policy pack's findings
 
     def collect(event: auto.EngineEvent) -> None:
+        if event.policy_event is not None:
+            judged.append(event)
         diagnostic = event.diagnostic_event
         if diagnostic is not None and diagnostic.severity == "error":
             diagnostics.extend(line.strip() for line in diagnostic.message.splitlines())
@@ -290,6 +320,7 @@ def _attempt(
     )
     command = [
         *_COMMANDS[operation],
+        *(() if pack is None else pack.flags()),
         *plan.flags,
         *(flag for urn in targeted for flag in ("--target", urn)),
         *("--color", "never", "--event-log", str(event_log), "--stack", stack.name),
@@ -308,6 +339,13 @@ def _attempt(
                 refused = refusals.take(refusal_file)
                 if refused is not None:
                     raise refused from error
+                violations = [
+                    f.message
+                    for f in policypack.findings(judged, {})
+                    if f.enforcement == "mandatory"
+                ]
+                if violations:
+                    raise PolicyViolationError(violations) from error
                 raise failed(stack.name, operation, diagnostics, finished=bool(finished)) from error
     finally:
         tail.close()

@@ -21,16 +21,22 @@ def urns(
 ) -> list[str]:
     """The URNs of the stack's root, its provider, and each key's component and objects."""
     prefix = f"urn:pulumi:{stack}::{project}::"
-    found = [
+    return [
         f"{prefix}pulumi:pulumi:Stack::{project}-{stack}",
         f"{prefix}pulumi:providers:kubernetes::{naming.provider_name(settings)}",
+        *owners(project=project, stack=stack, settings=settings, keys=keys),
     ]
+
+
+def owners(
+    *, project: str, stack: str, settings: KubernetesSettings, keys: Iterable[str]
+) -> dict[str, str]:
+    """Each key's component and object URNs, in key order, to the key."""
+    prefix = f"urn:pulumi:{stack}::{project}::{naming.REPLICA_TYPE}"
     kinds = workloads.workload_api(settings).kinds
+    found: dict[str, str] = {}
     for key in sorted(keys):
-        component = naming.object_name(key)
-        found.append(f"{prefix}{naming.REPLICA_TYPE}::{component}")
-        found += [
-            f"{prefix}{naming.REPLICA_TYPE}${kind.pulumi_type}::{naming.child_name(key, kind.kind)}"
-            for kind in kinds
-        ]
+        found[f"{prefix}::{naming.object_name(key)}"] = key
+        for kind in kinds:
+            found[f"{prefix}${kind.pulumi_type}::{naming.child_name(key, kind.kind)}"] = key
     return found

@@ -78,10 +78,15 @@ def once_the_program_registers(act: Callable[[], object]) -> Callable[[auto.Engi
 
 
 def by_hand(
-    harness: Harness, tmp_path: Path, *, on_event: Callable[[auto.EngineEvent], None]
-) -> str:
-    """A person's ``pulumi up`` on a copy of the repository's ``Pulumi.yaml`` (its virtualenv:
-    this one) with the test's stack file; the engine's events go to ``on_event``. Its output."""
+    harness: Harness,
+    tmp_path: Path,
+    *command: str,
+    on_event: Callable[[auto.EngineEvent], None],
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """A person's ``pulumi <command>`` (``up --yes`` unless given) on a copy of the repository's
+    ``Pulumi.yaml`` (its virtualenv: this one) with the test's stack file; the engine's events
+    go to ``on_event``. ``check``: the run must succeed."""
     project = tmp_path / "by-hand"
     (project / STACK_CONFIG_DIR).mkdir(parents=True, exist_ok=True)
     settings = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
@@ -92,10 +97,18 @@ def by_hand(
         harness.stack_file.read_text()
     )
     events = tmp_path / "by-hand-events.jsonl"
+    events.unlink(missing_ok=True)
     tail = eventlog.Tail(events, on_event)
     try:
         done = subprocess.run(
-            ["pulumi", "up", "--yes", "--stack", harness.stack_name, "--event-log", str(events)],
+            [
+                "pulumi",
+                *(command or ("up", "--yes")),
+                "--stack",
+                harness.stack_name,
+                "--event-log",
+                str(events),
+            ],
             cwd=project,
             env=harness.process_env() | harness.env.variables() | {"PULUMI_DEBUG_COMMANDS": "true"},
             capture_output=True,
@@ -105,8 +118,9 @@ def by_hand(
         )
     finally:
         tail.close()
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done.stdout
+    if check:
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
 
 
 @pytest.mark.parametrize("driver", ["by hand", "run path", "NamespaceStack"])

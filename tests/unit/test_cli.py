@@ -402,3 +402,11 @@ def test_engine_diagnostics_on_the_events_stream_are_sanitized_as_the_runs_error
             "    Authorization: Bearer ***",
         }
     ]
+
+
+def test_a_pack_configuration_without_a_pack_is_invalid_input() -> None:
+    code, out, err = run(
+        ["up", "--stack", "demo", "--project-dir", str(ROOT), "--policy-pack-config", "c.json"],
+        environ=BACKEND,
+    )
+    assert (code, out, err) == (2, "", "up: --policy-pack-config: needs --policy-pack\n")

@@ -4,6 +4,7 @@ what a failed engine run means."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,8 @@ import pytest
 from infercrane_pulumi import naming, preflighted, workloads
 from infercrane_pulumi.automation import targets
 from infercrane_pulumi.automation.planning import Operation, plan_run
-from infercrane_pulumi.automation.run import failed, run
+from infercrane_pulumi.automation.policypack import PolicyPack
+from infercrane_pulumi.automation.run import RunOptions, failed, run
 from infercrane_pulumi.cluster import client
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.deletion import Doomed
@@ -19,6 +21,7 @@ from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import (
     BackendUnavailableError,
+    ConfigError,
     InferCraneError,
     OwnershipError,
     PolicyViolationError,
@@ -348,4 +351,21 @@ def test_a_mandatory_policy_violation_refuses_before_the_cluster_is_touched(
         run(object(), object(), operation, config)  # type: ignore[arg-type]
     assert refused.value.problems == (
         "dep-7-r0: GPU product NVIDIA-L40S is not allowed here (allowed: NVIDIA-L4)",
+    )
+
+
+@pytest.mark.parametrize("operation", ["up", "preview"])
+def test_a_policy_pack_the_engine_could_not_run_refuses_before_the_cluster_is_touched(
+    operation: Operation, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def no_cluster(*_: Any) -> Any:
+        raise AssertionError("the cluster was touched")
+
+    monkeypatch.setattr(client, "connect", no_cluster)
+    config = parse_stack_config(samples.kubernetes(), [samples.replica()])
+    options = RunOptions(policy_pack=PolicyPack(tmp_path))
+    with pytest.raises(ConfigError) as refused:
+        run(object(), object(), operation, config, options=options)  # type: ignore[arg-type]
+    assert refused.value.problems == (
+        f"policy pack {tmp_path}: no PulumiPolicy.yaml naming a Python virtualenv",
     )
