@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import yaml
 from pulumi import automation as auto
@@ -73,11 +73,7 @@ def findings(events: Iterable[auto.EngineEvent], keys: Mapping[str, str]) -> tup
             continue
         rule = cast(RuleId, policy.policy_name)
         message = policy.message.removeprefix(f"{_DESCRIPTIONS.get(rule)}\n").strip()
-        level = _level(policy.enforcement_level)
+        # A violation is reported mandatory or advisory (a disabled rule reports none).
+        level: Enforcement = "mandatory" if policy.enforcement_level == "mandatory" else "advisory"
         found[Finding(rule, level, keys.get(policy.resource_urn or ""), message)] = None
     return tuple(found)
-
-
-def _level(engine: Any) -> Enforcement:
-    # The engine says "warning" for advisory.
-    return "mandatory" if str(engine) == "mandatory" else "advisory"

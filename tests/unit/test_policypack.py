@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pulumi import automation as auto
 
-from infercrane_pulumi.automation.policypack import PolicyPack
+from infercrane_pulumi.automation.policypack import PolicyPack, findings
 from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.policy.rules import RULES, Finding
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,3 +63,42 @@ def test_a_pack_the_engine_could_not_run_is_refused_in_one_line_each(tmp_path: P
         PolicyPack(tmp_path / "ready", config).check()
     [problem] = refused.value.problems
     assert problem.startswith(f"policy pack config {config}: not a JSON file (")
+
+
+def _policy_event(rule: str, level: str, message: str, urn: str | None = None) -> Any:
+    """A policy event as the engine writes it for InferCrane's pack (seen through the pinned
+    CLI): the rule's description, then the pack's message."""
+    description = next(r.description for r in RULES if r.id == rule)
+    return auto.EngineEvent.from_json(
+        {
+            "sequence": 1,
+            "timestamp": 1,
+            "policyEvent": {
+                "message": f"{description}\n{message}\n",
+                "policyName": rule,
+                "policyPackName": "infercrane",
+                "policyPackVersion": "0.0.1",
+                "enforcementLevel": level,
+                **({} if urn is None else {"resourceUrn": urn}),
+            },
+        }
+    )
+
+
+def test_the_packs_findings_are_read_from_the_engines_events_each_once() -> None:
+    urn = "urn:pulumi:s::infercrane::infercrane:kubernetes:Replica$kubernetes:apps/v1:Deployment::x"
+    flagged = _policy_event("runtime-flags", "mandatory", "a: --api-key is in argv", urn)
+    events = [
+        flagged,
+        _policy_event("gpu-budget", "advisory", "the replicas hold 2 GPUs, over 1"),
+        flagged,  # an up reports what its preview reported
+        auto.EngineEvent.from_json({"sequence": 2, "timestamp": 1, "cancelEvent": {}}),
+    ]
+    assert findings(events, {urn: "a"}) == (
+        Finding("runtime-flags", "mandatory", "a", "a: --api-key is in argv"),
+        Finding("gpu-budget", "advisory", None, "the replicas hold 2 GPUs, over 1"),
+    )
+    other = auto.EngineEvent.from_json(
+        {"sequence": 3, "timestamp": 1, "policyEvent": {"policyPackName": "theirs"}}
+    )
+    assert findings([other], {}) == ()
