@@ -67,7 +67,7 @@ preview: venv base-tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.preview --stack '$(STACK)' $(if $(BASE),--base '$(BASE)')
 
 .PHONY: bench
-bench: venv base-tools
+bench: venv policy-venv base-tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m benchmarks $(BENCH_ARGS)
 
 ## lint: ruff, mypy, shellcheck, go vet of hack/tools, actionlint and zizmor on the workflows,

@@ -18,7 +18,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import backends, floor, machine, mocked, naive, ours, parallel, report, scenario
+from benchmarks import (
+    backends,
+    floor,
+    machine,
+    mocked,
+    naive,
+    ours,
+    pack,
+    parallel,
+    report,
+    scenario,
+)
 from benchmarks.budget import Budget
 from benchmarks.progress import Progress
 from benchmarks.results import ParallelResult, Results, SizeResult
@@ -41,12 +52,15 @@ class Profile:
     program_sizes: str
     parallel_stacks: str
     backend_sizes: str
+    pack_sizes: str
     name: str
     out: Path
 
 
-FULL = Profile("1,10,100,300,1000", 3, "100,1000,5000", "20x50", "1,100,1000", "bench", RESULTS_DIR)
-QUICK = Profile("1,10", 1, "10,100", "2x5", "1,10", "quick", QUICK_DIR)
+FULL = Profile(
+    "1,10,100,300,1000", 3, "100,1000,5000", "20x50", "1,100,1000", "1,100", "bench", RESULTS_DIR
+)
+QUICK = Profile("1,10", 1, "10,100", "2x5", "1,10", "1", "quick", QUICK_DIR)
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class Plan:
     parallel_stacks: tuple[int, int] | None
     backends: tuple[str, ...]
     backend_sizes: tuple[int, ...]
+    pack_sizes: tuple[int, ...]
     parallel: int
     budget_s: float
     out: Path
@@ -110,6 +125,9 @@ def parse(argv: Sequence[str]) -> Plan:
     parser.add_argument(
         "--backend-sizes", help=f"intents per backend run (default {FULL.backend_sizes})"
     )
+    parser.add_argument(
+        "--pack-sizes", help=f"intents per policy-pack run (default {FULL.pack_sizes}; empty: none)"
+    )
     parser.add_argument("--skip-program", action="store_true", help="no mocked-program section")
     parser.add_argument(
         "--budget-minutes",
@@ -128,6 +146,7 @@ def parse(argv: Sequence[str]) -> Plan:
         program_sizes = _sizes(args.program_sizes or profile.program_sizes)
         grid = _grid(args.parallel_stacks or profile.parallel_stacks)
         backend_sizes = _sizes(args.backend_sizes or profile.backend_sizes)
+        pack_sizes = _sizes(profile.pack_sizes if args.pack_sizes is None else args.pack_sizes)
     except (argparse.ArgumentTypeError, ValueError) as error:
         parser.error(str(error))
     chosen = tuple(name for name in args.backends.split(",") if name)
@@ -140,6 +159,7 @@ def parse(argv: Sequence[str]) -> Plan:
         parallel_stacks=None if args.skip_parallel else grid,
         backends=chosen,
         backend_sizes=backend_sizes,
+        pack_sizes=pack_sizes,
         parallel=max(1, args.parallel),
         budget_s=args.budget_minutes * 60,
         out=args.out or profile.out,
@@ -170,6 +190,7 @@ class Run:
                     "parallel_stacks": plan.parallel_stacks,
                     "backends": plan.backends,
                     "backend_sizes": plan.backend_sizes,
+                    "pack_sizes": plan.pack_sizes,
                     "parallel": plan.parallel,
                     "budget_minutes": plan.budget_s / 60,
                 },
@@ -188,6 +209,7 @@ class Run:
             *(("single", n) for n in self.plan.sizes),
             *([("parallel", grid[0] * grid[1])] if grid is not None else []),
             *((f"backend:{b}", n) for b in self.plan.backends for n in self.plan.backend_sizes),
+            *(("pack", n) for n in self.plan.pack_sizes),
         ]
 
     def program(self, n: int, rep: int) -> None:
@@ -260,6 +282,11 @@ class Run:
                     self.single(bench, n, rep)
                 elif section == "parallel":
                     self.many(bench, rep)
+                elif section == "pack":
+                    for side, ops in pack.lifecycle(bench, self.progress, n, rep).items():
+                        for key, usage in ops.items():
+                            by_side = self.results.pack.setdefault(n, {}).setdefault(side, {})
+                            by_side.setdefault(key, []).append(usage)
                 else:
                     self.backend(bench, stores, section, n, rep)
                 self.budget.record((section, n), time.monotonic() - began)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from benchmarks import backends, scenario
+from benchmarks import backends, pack, scenario
 from benchmarks.mocked import ProgramSample
 from benchmarks.plot import PALETTE, Series, log_log_plot
 from benchmarks.results import (
@@ -308,6 +308,33 @@ def _parallel(results: Results) -> list[str]:
     return [*lines, *table(header, rows), *([f"\n{p.note}"] if p.note else []), ""]
 
 
+def _pack(results: Results) -> list[str]:
+    if not results.pack:
+        return []
+    rows = []
+    for n, sides in sorted(results.pack.items()):
+        for key, name in pack.OPERATIONS.items():
+            without, with_pack = wall(sides["without"][key]), wall(sides["with"][key])
+            rows.append(
+                [
+                    str(n),
+                    name,
+                    shown(without),
+                    shown(with_pack),
+                    ratio(with_pack.median, without.median),
+                ]
+            )
+    return [
+        "## The policy pack",
+        "",
+        "`NamespaceStack` without and with InferCrane's CrossGuard pack (`policy/`, its "
+        "defaults), one after the other, each on a fresh stack. Wall seconds.",
+        "",
+        *table(["N", "operation", "without s", "with the pack s", "with/without"], rows),
+        "",
+    ]
+
+
 def _ms(samples: Sequence[ProgramSample], pick: Callable[[ProgramSample], float]) -> str:
     return shown(spread(pick(s) * 1e3 for s in samples), lambda v: f"{v:.0f}")
 
@@ -397,6 +424,7 @@ def markdown(results: Results, svg_name: str) -> str:
         *_single(results),
         *_parallel(results),
         *_backends(results),
+        *_pack(results),
         *_program(results),
     ]
     return "\n".join(lines).rstrip() + "\n"

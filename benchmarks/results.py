@@ -82,6 +82,8 @@ class Results:
     parallel: ParallelResult | None = None
     # backend -> N -> one sample per repetition, per step
     backends: dict[str, dict[int, list[dict[str, BackendSample]]]] = field(default_factory=dict)
+    # N -> without/with the policy pack -> operation -> one sample per repetition
+    pack: dict[int, dict[str, dict[str, list[Usage]]]] = field(default_factory=dict)
 
 
 def summary(samples: Sequence[Usage]) -> dict[str, Spread]:
@@ -153,6 +155,10 @@ def to_json(results: Results) -> dict[str, Any]:
         "single": single,
         "parallel": parallel,
         "backends": backends,
+        "pack": {
+            str(n): {side: _with_summaries(ops) for side, ops in sides.items()}
+            for n, sides in results.pack.items()
+        },
     }
 
 
@@ -185,6 +191,8 @@ def from_json(data: dict[str, Any]) -> Results:
             int(n): [{key: BackendSample(**v) for key, v in rep.items()} for rep in reps]
             for n, reps in by_size.items()
         }
+    for n, sides in (data.get("pack") or {}).items():
+        results.pack[int(n)] = {side: _samples(ops) for side, ops in sides.items()}
     return results
 
 

@@ -128,7 +128,14 @@ def test_checkouts_keep_no_credentials_and_the_pulumi_cli_is_pinned() -> None:
     [preview] = [
         s["run"] for s in steps("preview") if "infercrane_pulumi preview" in s.get("run", "")
     ]
-    assert 'preview --stack "$STACK" --format markdown' in preview
+    assert preview.replace("\\\n", " ").split() == [
+        *("python", "-m", "infercrane_pulumi", "preview", "--stack", '"$STACK"'),
+        *("--policy-pack", "policy", "--format", "markdown", ">", '"$RUNNER_TEMP/preview.md"'),
+    ]
+    # The pack runs in its own pinned virtualenv, made the one way the Makefile makes it.
+    assert [s["run"] for s in steps("preview") if "policy-venv" in s.get("run", "")] == [
+        "make policy-venv PYTHON=python"
+    ]
     assert [
         s["run"]
         for job in ("diff", "preview")
