@@ -56,8 +56,8 @@ test-pythons: venv base-tools
 unit: venv
 	$(PY) -m pytest -rs tests/unit infercrane_dev/tests
 
-## bench: real engine vs the API floor for N = 1..1000 intents, many stacks, the program under
-## mocks -> benchmarks/results/bench.{json,md,svg}. Not part of `test`. Trims repetitions to an
+## bench: real engine vs the API floor for N = 1..1000 intents, many stacks, state backends,
+## the policy pack's cost, the program under mocks -> benchmarks/results/bench.{json,md,svg}. Not part of `test`. Trims repetitions to an
 ## 80 min budget, but one repetition of every size always runs; BENCH_ARGS=--quick takes minutes
 ## preview: the engine's PR comment for STACK on a disposable local control plane (BASE=<git ref>
 ## applies that revision of the stack file first, so the comment shows the change)

@@ -28,6 +28,7 @@ from benchmarks import (
     pack,
     parallel,
     report,
+    rolling,
     scenario,
 )
 from benchmarks.budget import Budget
@@ -53,14 +54,23 @@ class Profile:
     parallel_stacks: str
     backend_sizes: str
     pack_sizes: str
+    rolling_sizes: str
     name: str
     out: Path
 
 
 FULL = Profile(
-    "1,10,100,300,1000", 3, "100,1000,5000", "20x50", "1,100,1000", "1,100", "bench", RESULTS_DIR
+    "1,10,100,300,1000",
+    3,
+    "100,1000,5000",
+    "20x50",
+    "1,100,1000",
+    "1,100",
+    "100",
+    "bench",
+    RESULTS_DIR,
 )
-QUICK = Profile("1,10", 1, "10,100", "2x5", "1,10", "1", "quick", QUICK_DIR)
+QUICK = Profile("1,10", 1, "10,100", "2x5", "1,10", "1", "3", "quick", QUICK_DIR)
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,7 @@ class Plan:
     backends: tuple[str, ...]
     backend_sizes: tuple[int, ...]
     pack_sizes: tuple[int, ...]
+    rolling_sizes: tuple[int, ...]
     parallel: int
     budget_s: float
     out: Path
@@ -128,6 +139,10 @@ def parse(argv: Sequence[str]) -> Plan:
     parser.add_argument(
         "--pack-sizes", help=f"intents per policy-pack run (default {FULL.pack_sizes}; empty: none)"
     )
+    parser.add_argument(
+        "--rolling-sizes",
+        help=f"replicas per rolling revision change (default {FULL.rolling_sizes}; empty: none)",
+    )
     parser.add_argument("--skip-program", action="store_true", help="no mocked-program section")
     parser.add_argument(
         "--budget-minutes",
@@ -147,6 +162,9 @@ def parse(argv: Sequence[str]) -> Plan:
         grid = _grid(args.parallel_stacks or profile.parallel_stacks)
         backend_sizes = _sizes(args.backend_sizes or profile.backend_sizes)
         pack_sizes = _sizes(profile.pack_sizes if args.pack_sizes is None else args.pack_sizes)
+        rolling_sizes = _sizes(
+            profile.rolling_sizes if args.rolling_sizes is None else args.rolling_sizes
+        )
     except (argparse.ArgumentTypeError, ValueError) as error:
         parser.error(str(error))
     chosen = tuple(name for name in args.backends.split(",") if name)
@@ -160,6 +178,7 @@ def parse(argv: Sequence[str]) -> Plan:
         backends=chosen,
         backend_sizes=backend_sizes,
         pack_sizes=pack_sizes,
+        rolling_sizes=rolling_sizes,
         parallel=max(1, args.parallel),
         budget_s=args.budget_minutes * 60,
         out=args.out or profile.out,
@@ -191,6 +210,7 @@ class Run:
                     "backends": plan.backends,
                     "backend_sizes": plan.backend_sizes,
                     "pack_sizes": plan.pack_sizes,
+                    "rolling_sizes": plan.rolling_sizes,
                     "parallel": plan.parallel,
                     "budget_minutes": plan.budget_s / 60,
                 },
@@ -210,6 +230,7 @@ class Run:
             *([("parallel", grid[0] * grid[1])] if grid is not None else []),
             *((f"backend:{b}", n) for b in self.plan.backends for n in self.plan.backend_sizes),
             *(("pack", n) for n in self.plan.pack_sizes),
+            *(("rolling", n) for n in self.plan.rolling_sizes),
         ]
 
     def program(self, n: int, rep: int) -> None:
@@ -282,6 +303,9 @@ class Run:
                     self.single(bench, n, rep)
                 elif section == "parallel":
                     self.many(bench, rep)
+                elif section == "rolling":
+                    for side, usage in rolling.lifecycle(bench, self.progress, n, rep).items():
+                        self.results.rolling.setdefault(n, {}).setdefault(side, []).append(usage)
                 elif section == "pack":
                     for side, ops in pack.lifecycle(bench, self.progress, n, rep).items():
                         for key, usage in ops.items():

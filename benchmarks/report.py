@@ -335,6 +335,33 @@ def _pack(results: Results) -> list[str]:
     ]
 
 
+def _rolling(results: Results) -> list[str]:
+    if not results.rolling:
+        return []
+    rows = []
+    for n, sides in sorted(results.rolling.items()):
+        ours, floor = wall(sides["ours"]), wall(sides["floor"])
+        rows.append(
+            [
+                str(n),
+                shown(ours),
+                shown(floor),
+                ratio(ours.median, floor.median),
+                seconds(ours.median / (2 * n)),
+                seconds(floor.median / (2 * n)),
+            ]
+        )
+    return [
+        "## A rolling revision change",
+        "",
+        "For each of N replicas in turn: add its next-revision replica, then remove the old one "
+        "(2N steps; ours: one `ensure` each). Wall seconds for the whole change.",
+        "",
+        *table(["N", "ours s", "floor s", "ours/floor", "ours s/step", "floor s/step"], rows),
+        "",
+    ]
+
+
 def _ms(samples: Sequence[ProgramSample], pick: Callable[[ProgramSample], float]) -> str:
     return shown(spread(pick(s) * 1e3 for s in samples), lambda v: f"{v:.0f}")
 
@@ -424,6 +451,7 @@ def markdown(results: Results, svg_name: str) -> str:
         *_single(results),
         *_parallel(results),
         *_backends(results),
+        *_rolling(results),
         *_pack(results),
         *_program(results),
     ]

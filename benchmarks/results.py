@@ -84,6 +84,8 @@ class Results:
     backends: dict[str, dict[int, list[dict[str, BackendSample]]]] = field(default_factory=dict)
     # N -> without/with the policy pack -> operation -> one sample per repetition
     pack: dict[int, dict[str, dict[str, list[Usage]]]] = field(default_factory=dict)
+    # N -> ours/floor -> one sample (the whole rolling change) per repetition
+    rolling: dict[int, dict[str, list[Usage]]] = field(default_factory=dict)
 
 
 def summary(samples: Sequence[Usage]) -> dict[str, Spread]:
@@ -159,6 +161,7 @@ def to_json(results: Results) -> dict[str, Any]:
             str(n): {side: _with_summaries(ops) for side, ops in sides.items()}
             for n, sides in results.pack.items()
         },
+        "rolling": {str(n): _with_summaries(sides) for n, sides in results.rolling.items()},
     }
 
 
@@ -193,6 +196,8 @@ def from_json(data: dict[str, Any]) -> Results:
         }
     for n, sides in (data.get("pack") or {}).items():
         results.pack[int(n)] = {side: _samples(ops) for side, ops in sides.items()}
+    for n, sides in (data.get("rolling") or {}).items():
+        results.rolling[int(n)] = _samples(sides)
     return results
 
 

@@ -51,6 +51,14 @@ def _intent(index: int) -> ReplicaIntent:
     )
 
 
+def next_revision(intent: ReplicaIntent) -> ReplicaIntent:
+    """The replica that replaces ``intent`` in a rolling revision change: a new durable key
+    (InferCrane gives each revision's replica its own) for the model's next revision."""
+    return intent.model_copy(
+        update={"external_key": f"{intent.external_key}-r2", "model_revision": "r2"}
+    )
+
+
 def pods_after(operation: str, n: int) -> int:
     """How many Pods the namespace holds once ``operation`` settled, in the order above."""
     return {"up": n, "noop": n, "destroy": 0}.get(operation, n + 1)
