@@ -19,9 +19,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
@@ -67,9 +69,18 @@ func main() {
 			fail(err)
 		}
 	}
+	// The engine stops its plugins with SIGINT and kills them 5 s later. A host started with
+	// SIGINT ignored (as a background job of a non-interactive shell starts: a daemon under
+	// `nohup … &`) would sit those 5 s out at the end of every run; handling it un-ignores it.
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
 	stop := make(chan bool)
 	go func() {
-		<-alive.Done()
+		select {
+		case <-alive.Done():
+		case <-interrupted:
+			engineGone()
+		}
 		close(stop)
 	}()
 	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
