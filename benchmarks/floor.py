@@ -81,18 +81,24 @@ def dry_run_all(
         dry_run(cluster, obj)
 
 
+def delete(cluster: Cluster, obj: Manifest) -> None:
+    """One DELETE (Background, as ours); an object already gone is fine."""
+    meta = obj["metadata"]
+    response = cluster.transport.request(
+        "DELETE",
+        KINDS[obj["kind"]].path(meta["namespace"], meta["name"]),
+        query=[("propagationPolicy", "Background")],
+    )
+    if response.status != 404:
+        raise_for_status(response, object_subject(obj))
+
+
 def delete_all(
     cluster: Cluster, settings: KubernetesSettings, desired: Sequence[ReplicaIntent]
 ) -> None:
     namespace = settings.namespace
     for obj in objects(settings, desired):
-        response = cluster.transport.request(
-            "DELETE",
-            KINDS[obj["kind"]].path(namespace, obj["metadata"]["name"]),
-            query=[("propagationPolicy", "Background")],
-        )
-        if response.status != 404:
-            raise_for_status(response, object_subject(obj))
+        delete(cluster, obj)
     owned = (kinds.DEPLOYMENT, kinds.SERVICE)
     while any(cluster.select(kind, namespace, naming.OWNED_SELECTOR) for kind in owned):
         time.sleep(GONE_POLL_SECONDS)

@@ -15,7 +15,7 @@ from benchmarks.progress import EventCounter, Progress
 from benchmarks.sampling import Usage
 from benchmarks.workbench import Workbench
 from infercrane_pulumi.automation import StackResult
-from infercrane_pulumi.cluster.client import Cluster, object_subject, raise_for_status
+from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import KINDS
 
@@ -79,10 +79,6 @@ def _floor(bench: Workbench, progress: Progress, n: int, rep: int) -> Usage:
 def _delete(cluster: Cluster, settings: KubernetesSettings, intent: ReplicaIntent) -> None:
     """One replica's objects deleted (Background, as ours), waiting until each is gone."""
     for obj in floor.objects(settings, [intent]):
-        path = KINDS[obj["kind"]].path(settings.namespace, obj["metadata"]["name"])
-        response = cluster.transport.request(
-            "DELETE", path, query=[("propagationPolicy", "Background")]
-        )
-        raise_for_status(response, object_subject(obj))
+        floor.delete(cluster, obj)
         while cluster.get(KINDS[obj["kind"]], settings.namespace, obj["metadata"]["name"]):
             time.sleep(floor.GONE_POLL_SECONDS)

@@ -15,11 +15,11 @@ import pytest
 from pulumi import automation as auto
 
 from infercrane_pulumi import kinds
-from infercrane_pulumi.automation import PolicyPack
+from infercrane_pulumi.automation import PolicyPack, policypack
 from infercrane_pulumi.errors import PolicyViolationError
 from infercrane_pulumi.intents import PolicySettings
 from infercrane_pulumi.policy import crossguard
-from infercrane_pulumi.policy.rules import RULES, Finding
+from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.review.changes import PolicyFinding
 from tests.conformance.harness import ROOT, Harness, intent, replica, unavailable
 from tests.conformance.test_exact_deletion import by_hand
@@ -28,7 +28,6 @@ from tests.unit import gitrepos
 pytestmark = pytest.mark.conformance
 
 PACK = ROOT / "policy"
-DESCRIPTIONS: dict[str, str] = {rule.id: rule.description for rule in RULES}
 # The namespace allows what the pack's defaults deny.
 TRUSTED = {"allowedFlags": ["--trust-remote-code"]}
 
@@ -46,15 +45,7 @@ def _policy_events(harness: Harness, tmp_path: Path, *command: str) -> tuple[Any
     events: list[auto.EngineEvent] = []
     harness.stack()  # created, as a person would have with `pulumi stack init`
     done = by_hand(harness, tmp_path, *command, on_event=events.append, check=False)
-    found = [
-        (
-            e.policy_name,
-            e.enforcement_level,
-            e.message.removeprefix(f"{DESCRIPTIONS[e.policy_name]}\n").strip(),
-        )
-        for e in (event.policy_event for event in events)
-        if e is not None
-    ]
+    found = [(f.rule, f.enforcement, f.message) for f in policypack.findings(events, {})]
     return done, sorted(found)
 
 
