@@ -4,7 +4,8 @@ It reads and validates the whole stack configuration first, then applies its pol
 mandatory rule broken refuses the run, an advisory one is a warning), then runs the ownership
 preflight, and only then registers the provider and the components, so an invalid
 configuration, a policy violation or a foreign object means zero registered resources and zero
-writes. A refusal is reported twice:
+writes. A key the driver verified unchanged and left out of a targeted run (``carried``) is
+exported as the stack recorded it, not registered. A refusal is reported twice:
 as data on the refusal channel (for the Automation API) and as the run's error text (for
 people running ``pulumi up``).
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pulumi
 
-from infercrane_pulumi import naming, preflighted, refusals
+from infercrane_pulumi import carried, naming, preflighted, refusals
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
 from infercrane_pulumi.config_files import plain_kubeconfig_problems
 from infercrane_pulumi.config_rules import parse_stack_config
@@ -66,8 +67,11 @@ def build_program(preflight: Preflight) -> Callable[[], None]:
             raise pulumi.RunError(describe(error)) from error
         provider = stack_provider(config.kubernetes)
         stack = stack_identity()
+        kept = carried.records_for(config, os.environ)
         replicas = {
-            intent.external_key: ReplicaComponent(
+            intent.external_key: kept[intent.external_key]
+            if intent.external_key in kept
+            else ReplicaComponent(
                 settings=config.kubernetes, intent=intent, provider=provider, stack=stack
             ).outputs()
             for intent in config.replicas

@@ -2,8 +2,9 @@
 
 Pure but for its reads: one metadata snapshot (one paged LIST per owned kind) and the strict
 server-side dry-runs of what the run applies. It decides whether the run is a verified no-op,
-which keys it works on (and so whether it targets), whether it refreshes, and what it deletes
-itself (``cluster.ownership``); ``automation.run`` carries the plan out.
+which keys it works on (and so whether it targets, and which verified keys the program leaves
+out), whether it refreshes, and what it deletes itself (``cluster.ownership``);
+``automation.run`` carries the plan out.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from infercrane_pulumi import preflighted
+from infercrane_pulumi import naming, preflighted
+from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.cluster import client, deletion, drift, ownership, preflight, unchanged
 from infercrane_pulumi.cluster.unchanged import Applied
 from infercrane_pulumi.intents import StackConfig
@@ -33,6 +35,8 @@ class Plan:
     # What the run deletes itself, each with its checked uid: a destroy before the engine
     # forgets it, an up once the engine has forgotten it.
     deletions: tuple[deletion.Doomed, ...] = ()
+    # The verified keys the program leaves out of a targeted run, with their recorded outputs.
+    carried: Carried | None = None
 
 
 def plan_run(
@@ -81,6 +85,13 @@ def plan_run(
     # A refresh drops from the state what is gone (deleted out of band): such a resource
     # cannot be targeted, so a refreshing run works on every key.
     targeted = verified and not refreshing
+    # The engine keeps an untargeted resource the program does not register: a targeted run's
+    # program registers only the keys it works on, unless the provider's settings changed (a
+    # provider the engine replaces takes every resource under it along).
+    same_provider = applied.settings is not None and naming.settings_record(
+        applied.settings
+    ) == naming.settings_record(config.kubernetes)
+    left_out = sorted(verified & applied.records.keys()) if targeted and same_provider else []
     return Plan(
         (REFRESH,) * refreshing,
         {preflighted.PREFLIGHTED_ENV: preflighted.digest(config)},
@@ -88,4 +99,5 @@ def plan_run(
         if targeted
         else None,
         deletions=deletions,
+        carried=Carried.of(config, {k: applied.records[k] for k in left_out}) if left_out else None,
     )

@@ -307,11 +307,12 @@ def _attempt(
         "PULUMI_DEBUG_COMMANDS": "true",  # the CLI takes --event-log only with it
         refusals.REFUSAL_FILE_ENV: str(refusal_file),
         "TMPDIR": str(run_dir),
+        **({} if plan.carried is None else plan.carried.write(run_dir)),
     }
     targeted = (
         ()
         if plan.targets is None
-        else targets.urns(
+        else targets.owners(
             project=project.PROJECT_NAME,
             stack=stack.name,
             settings=settings,

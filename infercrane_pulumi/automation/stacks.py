@@ -139,6 +139,7 @@ def applied(stack: auto.Stack) -> Applied:
                 )
                 for entry in replicas
             },
+            records={entry["intent"]["externalKey"]: entry for entry in replicas},
         )
     except (ValueError, AttributeError, KeyError, TypeError) as error:
         # ValidationError is a ValueError; the others are a shape we never wrote.

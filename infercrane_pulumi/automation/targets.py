@@ -1,11 +1,12 @@
 """Which of a stack's resources a run asks the engine to work on, by URN.
 
 When some keys are verified unchanged (``cluster.unchanged``) and others are not, the run
-targets only the others: the program still registers every intent (nothing untargeted is
-deleted), but the engine neither diffs nor touches an untargeted resource, and the provider's
-diff of each one is a server-side dry-run against the API server. Targeted are each worked-on
-key's component and objects, the stack's provider (its settings may have changed) and the
-stack itself (its outputs record every key). Pure.
+targets only the others: the engine neither diffs nor touches an untargeted resource, and keeps
+one the program does not register as the state holds it, so the program registers only the
+targeted keys (``carried``). Targeted are each worked-on key's component and objects. Never the
+stack's provider or the stack itself: the engine always works on both (the provider's settings
+may have changed; the stack's outputs record every key), and naming either would make every
+resource under it a target, deleted if left unregistered. Pure.
 """
 
 from __future__ import annotations
@@ -16,22 +17,11 @@ from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.intents import KubernetesSettings
 
 
-def urns(
-    *, project: str, stack: str, settings: KubernetesSettings, keys: Iterable[str]
-) -> list[str]:
-    """The URNs of the stack's root, its provider, and each key's component and objects."""
-    prefix = f"urn:pulumi:{stack}::{project}::"
-    return [
-        f"{prefix}pulumi:pulumi:Stack::{project}-{stack}",
-        f"{prefix}pulumi:providers:kubernetes::{naming.provider_name(settings)}",
-        *owners(project=project, stack=stack, settings=settings, keys=keys),
-    ]
-
-
 def owners(
     *, project: str, stack: str, settings: KubernetesSettings, keys: Iterable[str]
 ) -> dict[str, str]:
-    """Each key's component and object URNs, in key order, to the key."""
+    """Each key's component and object URNs, in key order, to the key: what a run that works
+    on ``keys`` targets."""
     prefix = f"urn:pulumi:{stack}::{project}::{naming.REPLICA_TYPE}"
     kinds = workloads.workload_api(settings).kinds
     found: dict[str, str] = {}

@@ -43,6 +43,9 @@ class Applied:
     intents: tuple[ReplicaIntent, ...] = ()
     objects: Mapping[str, tuple[AppliedObject, ...]] = field(default_factory=dict)
     settings: KubernetesSettings | None = None
+    # Each key's record in the outputs, exactly as the program wrote it: what a run that
+    # leaves a verified key out of the program exports for it (``carried``).
+    records: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def config(self, given: KubernetesSettings) -> StackConfig:
         """What the stack applied, as a configuration (validated as a whole): its intents

@@ -73,14 +73,21 @@ def test_ensure_observe_change_remove_and_destroy_per_key(harness: Harness, tmp_
 
     held = state_names()
     assert held == names_of("cp-a", "cp-b")
-    # cp-a is verified unchanged: the run targets cp-b only, and the engine keeps cp-a's
-    # resources as they were (a run that forgot them would orphan them).
+    recorded = stack.stack().outputs()["replicas"].value["cp-a"]
+    # cp-a is verified unchanged: the run targets cp-b only and its program registers cp-b
+    # only; the engine keeps cp-a's resources as they were (a run that forgot them would
+    # orphan them) and reports them unchanged, and the outputs still record cp-a as before.
     changed = stack.ensure([a, intent("cp-b", modelRevision="r2")])
     assert [(r.external_key, r.change) for r in changed.replicas] == [
         ("cp-a", "same"),
         ("cp-b", "update"),
     ]
+    kept, made = changed.replicas[0].objects, created.replicas[0].objects
+    assert sorted((o.kind, o.name, o.uid, o.change) for o in kept) == sorted(
+        (o.kind, o.name, o.uid, "same") for o in made
+    )
     assert state_names() == held
+    assert stack.stack().outputs()["replicas"].value["cp-a"] == recorded
 
     removed = stack.remove("cp-a")
     assert [(r.external_key, r.change) for r in removed.replicas] == [

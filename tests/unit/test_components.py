@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from infercrane_pulumi import naming, workloads
+from infercrane_pulumi import carried, naming, workloads
 from infercrane_pulumi.components import PLUGIN_VERSION
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import OwnershipError
@@ -169,6 +170,36 @@ def test_kserve_outputs_point_at_the_predictor_service() -> None:
             "modelCache": None,
         },
     }
+
+
+def test_keys_the_driver_carries_are_exported_as_recorded_and_never_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A targeted run's program registers only the keys it works on; the engine keeps the
+    others as the state holds them, and the outputs still record every key."""
+    kubernetes, replicas = samples.kubernetes(), three_replicas()
+    record = {"resourceId": "as-recorded", "endpoint": "e", "objects": [], "intent": {"k": 1}}
+    kept = carried.Carried.of(
+        parse_stack_config(kubernetes, replicas), {"dep-7-r0": record, "dep-8-r0": record}
+    )
+    monkeypatch.setattr(os, "environ", {**os.environ, **kept.write(tmp_path)})
+    run = run_program(kubernetes, replicas)
+    assert [r.name for r in run.of_type(REPLICA_TYPE)] == [naming.object_name("dep-7-r1")]
+    assert list(run.outputs["replicas"]) == ["dep-7-r0", "dep-7-r1", "dep-8-r0"]
+    assert run.outputs["replicas"]["dep-7-r0"] == run.outputs["replicas"]["dep-8-r0"] == record
+    assert run.outputs["replicas"]["dep-7-r1"]["intent"]["externalKey"] == "dep-7-r1"
+
+
+def test_records_carried_for_another_configuration_are_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubernetes, replicas = samples.kubernetes(), three_replicas()
+    other = parse_stack_config(kubernetes, replicas[:2])
+    stale = carried.Carried.of(other, {"dep-7-r0": {"resourceId": "old"}})
+    monkeypatch.setattr(os, "environ", {**os.environ, **stale.write(tmp_path)})
+    run = run_program(kubernetes, replicas)
+    assert len(run.of_type(REPLICA_TYPE)) == 3
+    assert run.outputs["replicas"]["dep-7-r0"]["resourceId"] != "old"
 
 
 def test_preflight_sees_the_validated_config_before_any_registration() -> None:

@@ -29,6 +29,7 @@ RANKS = {
     "config_files": 3,
     "refusals": 1,
     "preflighted": 2,
+    "carried": 3,
     "kinds": 1,
     "naming": 2,
     "podspec": 2,

@@ -14,6 +14,7 @@ from infercrane_pulumi.automation import targets
 from infercrane_pulumi.automation.planning import Operation, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.run import RunOptions, failed, run
+from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.cluster import client
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.deletion import Doomed
@@ -67,7 +68,16 @@ def record(config: StackConfig, *, uids: bool = True) -> Applied:
         objects.setdefault(key, []).append(
             AppliedObject(obj["kind"], meta["name"], uid, generation)
         )
-    return Applied(config.replicas, {k: tuple(v) for k, v in objects.items()})
+    records = {
+        i.external_key: {"intent": i.model_dump(mode="json", by_alias=True)}
+        for i in config.replicas
+    }
+    return Applied(
+        config.replicas,
+        {k: tuple(v) for k, v in objects.items()},
+        settings=config.kubernetes,
+        records=records,
+    )
 
 
 def dry_runs(transport: FakeTransport) -> list[str]:
@@ -265,6 +275,63 @@ def test_one_key_added_to_a_verified_stack_is_the_only_one_checked_and_worked_on
     ]
 
 
+def test_the_verified_keys_are_carried_so_the_program_registers_only_the_worked_on_key() -> None:
+    before, after = stack("a", "b"), stack("a", "b", "c")
+    recorded = record(before)
+    plan = plan_run(
+        Cluster(FakeTransport(live=applied(before))),
+        "up",
+        after,
+        recorded,
+        stack=STACK,
+        refresh=False,
+    )
+    assert plan.carried == Carried.of(after, {k: recorded.records[k] for k in ("a", "b")})
+    assert plan.carried.digest == plan.variables[preflighted.PREFLIGHTED_ENV]
+
+
+def test_nothing_is_carried_when_the_providers_settings_changed() -> None:
+    """Another context (the same cluster's objects, so every key verifies) replaces the
+    provider, and every resource under it with it: every key is registered."""
+    before, after = stack("a", "b"), stack("a", "b", "c")
+    moved = after.model_copy(
+        update={"kubernetes": after.kubernetes.model_copy(update={"context": "other"})}
+    )
+    plan = plan_run(
+        Cluster(FakeTransport(live=applied(before))),
+        "up",
+        moved,
+        record(before),
+        stack=STACK,
+        refresh=False,
+    )
+    assert (plan.targets, plan.carried) == (frozenset({"c"}), None)
+
+
+def test_nothing_is_carried_when_every_key_goes_to_the_engine() -> None:
+    """A refreshing run is not targeted: an unregistered key would be forgotten."""
+    config = stack("a", "b")
+    plans = [
+        plan_run(
+            Cluster(FakeTransport(live=applied(config))),
+            "up",
+            config,
+            record(config),
+            stack=STACK,
+            refresh=True,
+        ),
+        plan_run(
+            Cluster(FakeTransport(live=applied(config))),
+            "up",
+            config,
+            record(config, uids=False),
+            stack=STACK,
+            refresh=False,
+        ),
+    ]
+    assert [(p.targets, p.carried) for p in plans] == [(None, None), (None, None)]
+
+
 def test_a_removed_key_is_worked_on_and_nothing_else_is_dry_run() -> None:
     before, after = stack("a", "b"), stack("a")
     transport = FakeTransport(live=applied(before))
@@ -282,12 +349,14 @@ def test_nothing_verified_means_no_targets_every_key_goes_to_the_engine() -> Non
     assert plan.targets is None and len(dry_runs(transport)) == 4
 
 
-def test_targets_name_the_stack_its_provider_and_each_keys_component_and_objects() -> None:
+def test_targets_name_each_keys_component_and_objects_never_the_stack_or_its_provider() -> None:
+    """The engine always works on the stack and its provider; naming either would make every
+    resource under it a target, deleted when the program leaves it out."""
     settings = stack().kubernetes
     name = object_name("c")
-    assert targets.urns(project="infercrane", stack="s1", settings=settings, keys=["c"]) == [
-        "urn:pulumi:s1::infercrane::pulumi:pulumi:Stack::infercrane-s1",
-        f"urn:pulumi:s1::infercrane::pulumi:providers:kubernetes::infercrane-{NS}",
+    assert list(
+        targets.owners(project="infercrane", stack="s1", settings=settings, keys=["c"])
+    ) == [
         f"urn:pulumi:s1::infercrane::infercrane:kubernetes:Replica::{name}",
         f"urn:pulumi:s1::infercrane::infercrane:kubernetes:Replica$kubernetes:apps/v1:Deployment::{name}-deployment",
         f"urn:pulumi:s1::infercrane::infercrane:kubernetes:Replica$kubernetes:core/v1:Service::{name}-service",

@@ -52,10 +52,12 @@ def outputs(settings: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "before-the-record"])
 def test_the_applied_settings_are_read_from_the_outputs(recorded: bool) -> None:
     record_ = naming.settings_record(APPLIED.kubernetes) if recorded else None
-    assert stacks.applied(outputs_of(outputs(record_))) == Applied(
+    written = outputs(record_)
+    assert stacks.applied(outputs_of(written)) == Applied(
         intents=APPLIED.replicas[:1],
         objects={"a": (AppliedObject("Service", "svc", "u-1", 1),)},
         settings=APPLIED.kubernetes if recorded else None,
+        records={"a": written["replicas"]["a"]},
     )
 
 
@@ -91,9 +93,10 @@ def test_outputs_before_the_record_run_the_given_settings_once_proven(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kept = APPLIED.model_copy(update={"replicas": APPLIED.replicas[:1], "policy": NO_POLICY})
-    assert removal(monkeypatch, record(APPLIED), samples.kubernetes()) == kept
+    unrecorded = dataclasses.replace(record(APPLIED), settings=None)
+    assert removal(monkeypatch, unrecorded, samples.kubernetes()) == kept
     with pytest.raises(ConfigError) as raised:
-        removal(monkeypatch, record(APPLIED), PENDING)
+        removal(monkeypatch, unrecorded, PENDING)
     assert raised.value.problems == (
         "stack s1: its state does not record the settings it applied, and the objects of a "
         "are not as the given settings would apply them; run `up` once (it records them), "
