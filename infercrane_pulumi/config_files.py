@@ -27,11 +27,25 @@ from infercrane_pulumi.validators import is_kubeconfig_contents
 # Where a project keeps its stack files, and their names: stacks/Pulumi.<stack>.yaml.
 STACK_CONFIG_DIR = "stacks"
 STACK_FILE = re.compile(r"Pulumi\.(?P<stack>[^/]+)\.yaml")
+# libyaml's safe loader and dumper where PyYAML has them (its wheels do): a stack file holds
+# every intent, and PyYAML's pure-Python ones take seconds over 1,000 of them.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def stack_file(directory: Path, stack: str) -> Path:
     """Where the project in ``directory`` keeps the configuration of ``stack``."""
     return directory / STACK_CONFIG_DIR / f"Pulumi.{stack}.yaml"
+
+
+def load_document(text: str) -> Any:
+    """A stack file's text as data (``yaml.YAMLError`` if it is not YAML)."""
+    return yaml.load(text, Loader=_LOADER)  # a safe loader, C or Python
+
+
+def dump_document(document: Any) -> str:
+    """A stack file's text, keys in the document's order."""
+    return yaml.dump(document, Dumper=_DUMPER, sort_keys=False)
 
 
 def load_stack_file(path: Path) -> StackConfig:
@@ -47,7 +61,7 @@ def parse_stack_text(text: str, *, source: str) -> StackConfig:
     """Validate a stack file's text wherever it came from (a file, a git revision);
     ``source`` names it in the problems that concern the whole document."""
     try:
-        document = yaml.safe_load(text)
+        document = load_document(text)
     except yaml.YAMLError as error:
         raise ConfigError([f"{source}: not valid YAML"]) from error
     section = document.get("config") if isinstance(document, Mapping) else None

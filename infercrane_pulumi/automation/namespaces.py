@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming
@@ -37,7 +36,7 @@ from infercrane_pulumi.automation.run import (
 )
 from infercrane_pulumi.cluster import client, doctor, observe
 from infercrane_pulumi.cluster.unchanged import Applied
-from infercrane_pulumi.config_files import put_policy, stack_file
+from infercrane_pulumi.config_files import dump_document, load_document, put_policy, stack_file
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import InferCraneError, InternalError
 from infercrane_pulumi.intents import (
@@ -144,7 +143,7 @@ class NamespaceStack:
         """
         path = stack_file(self.workspace, self.stack_name)
         text = path.read_text(encoding="utf-8") if path.exists() else ""
-        document = yaml.safe_load(text) or {}
+        document = load_document(text) or {}
         section = document.setdefault("config", {})
         settings = naming.settings_record(config.kubernetes)
         digest = hashlib.sha256((config.kubernetes.kubeconfig or "").encode()).hexdigest()
@@ -157,7 +156,7 @@ class NamespaceStack:
             intent.model_dump(mode="json", by_alias=True) for intent in config.replicas
         ]
         put_policy(section, config.policy)
-        updated = yaml.safe_dump(document, sort_keys=False)
+        updated = dump_document(document)
         if updated != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_name(f".{path.name}.{os.getpid()}")

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming
@@ -37,7 +36,14 @@ from infercrane_pulumi.automation.run import (
     run,
 )
 from infercrane_pulumi.cluster import client, observe
-from infercrane_pulumi.config_files import STACK_FILE, parse_stack_text, put_policy, stack_file
+from infercrane_pulumi.config_files import (
+    STACK_FILE,
+    dump_document,
+    load_document,
+    parse_stack_text,
+    put_policy,
+    stack_file,
+)
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import KUBERNETES_KEY, POLICY_KEY, REPLICAS_KEY, StackConfig
@@ -119,7 +125,7 @@ def _opened(
     except OSError as error:
         raise ConfigError(f"{path}: cannot read ({error.strerror})") from error
     config = parse_stack_text(text, source=str(path))
-    document: dict[str, Any] = yaml.safe_load(text)
+    document: dict[str, Any] = load_document(text)
     with (
         contextlib.ExitStack() as held,
         tempfile.TemporaryDirectory(prefix="infercrane-workspace-") as scratch,
@@ -147,7 +153,7 @@ def _rewrite(opened: _Opened, config: StackConfig) -> None:
     section[KUBERNETES_KEY] = settings
     section[REPLICAS_KEY] = [i.model_dump(mode="json", by_alias=True) for i in config.replicas]
     put_policy(section, config.policy)
-    opened.copy.write_text(yaml.safe_dump(opened.document, sort_keys=False), encoding="utf-8")
+    opened.copy.write_text(dump_document(opened.document), encoding="utf-8")
 
 
 def _with_kubeconfig(stack: auto.Stack, document: Any, config: StackConfig) -> StackConfig:
