@@ -11,7 +11,7 @@ import pytest
 
 from infercrane_pulumi import naming, preflighted, workloads
 from infercrane_pulumi.automation import targets
-from infercrane_pulumi.automation.planning import Operation, plan_run
+from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.run import RunOptions, failed, run
 from infercrane_pulumi.carried import Carried
@@ -275,17 +275,20 @@ def test_one_key_added_to_a_verified_stack_is_the_only_one_checked_and_worked_on
     ]
 
 
+def planned(
+    config: StackConfig, recorded: Applied, live: list[dict[str, Any]], *, refresh: bool = False
+) -> Plan:
+    """The plan of an ``up`` of ``config`` over ``live``, the stack having applied
+    ``recorded``."""
+    return plan_run(
+        Cluster(FakeTransport(live=live)), "up", config, recorded, stack=STACK, refresh=refresh
+    )
+
+
 def test_the_verified_keys_are_carried_so_the_program_registers_only_the_worked_on_key() -> None:
     before, after = stack("a", "b"), stack("a", "b", "c")
     recorded = record(before)
-    plan = plan_run(
-        Cluster(FakeTransport(live=applied(before))),
-        "up",
-        after,
-        recorded,
-        stack=STACK,
-        refresh=False,
-    )
+    plan = planned(after, recorded, applied(before))
     assert plan.carried == Carried.of(after, {k: recorded.records[k] for k in ("a", "b")})
     assert plan.carried.digest == plan.variables[preflighted.PREFLIGHTED_ENV]
 
@@ -297,37 +300,17 @@ def test_nothing_is_carried_when_the_providers_settings_changed() -> None:
     moved = after.model_copy(
         update={"kubernetes": after.kubernetes.model_copy(update={"context": "other"})}
     )
-    plan = plan_run(
-        Cluster(FakeTransport(live=applied(before))),
-        "up",
-        moved,
-        record(before),
-        stack=STACK,
-        refresh=False,
-    )
+    plan = planned(moved, record(before), applied(before))
     assert (plan.targets, plan.carried) == (frozenset({"c"}), None)
 
 
 def test_nothing_is_carried_when_every_key_goes_to_the_engine() -> None:
-    """A refreshing run is not targeted: an unregistered key would be forgotten."""
+    """A refreshing run, or one with nothing verified, is not targeted: an unregistered key
+    would be forgotten."""
     config = stack("a", "b")
     plans = [
-        plan_run(
-            Cluster(FakeTransport(live=applied(config))),
-            "up",
-            config,
-            record(config),
-            stack=STACK,
-            refresh=True,
-        ),
-        plan_run(
-            Cluster(FakeTransport(live=applied(config))),
-            "up",
-            config,
-            record(config, uids=False),
-            stack=STACK,
-            refresh=False,
-        ),
+        planned(config, record(config), applied(config), refresh=True),
+        planned(config, record(config, uids=False), applied(config)),
     ]
     assert [(p.targets, p.carried) for p in plans] == [(None, None), (None, None)]
 
