@@ -3,7 +3,7 @@
 A run that works on some keys while the others are verified unchanged (``cluster.unchanged``)
 targets only the keys it works on (``automation.targets``). The engine keeps every untargeted
 resource that the program does not register exactly as the state holds it, so the program need
-not register the verified keys at all; registration is most of a run's cost in a big stack
+not register the verified keys at all; registering them was most of a run's cost in a big stack
 (README, "Performance"). The driver writes each verified key's record of the stack's outputs,
 as the stack last wrote it, to a private file named in ``INFERCRANE_CARRIED``, for exactly one
 configuration (its digest); the program exports those records as they are and registers the
