@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -182,9 +181,13 @@ def test_keys_the_driver_carries_are_exported_as_recorded_and_never_registered(
     kept = carried.Carried.of(
         parse_stack_config(kubernetes, replicas), {"dep-7-r0": record, "dep-8-r0": record}
     )
-    monkeypatch.setattr(os, "environ", {**os.environ, **kept.write(tmp_path)})
+    [(variable, path)] = kept.write(tmp_path).items()
+    monkeypatch.setenv(variable, path)
     run = run_program(kubernetes, replicas)
     assert [r.name for r in run.of_type(REPLICA_TYPE)] == [naming.object_name("dep-7-r1")]
+    assert {r.parent.rpartition("::")[2] for r in run.kubernetes_objects} == {
+        naming.object_name("dep-7-r1")
+    }
     assert list(run.outputs["replicas"]) == ["dep-7-r0", "dep-7-r1", "dep-8-r0"]
     assert run.outputs["replicas"]["dep-7-r0"] == run.outputs["replicas"]["dep-8-r0"] == record
     assert run.outputs["replicas"]["dep-7-r1"]["intent"]["externalKey"] == "dep-7-r1"
@@ -196,7 +199,8 @@ def test_records_carried_for_another_configuration_are_ignored(
     kubernetes, replicas = samples.kubernetes(), three_replicas()
     other = parse_stack_config(kubernetes, replicas[:2])
     stale = carried.Carried.of(other, {"dep-7-r0": {"resourceId": "old"}})
-    monkeypatch.setattr(os, "environ", {**os.environ, **stale.write(tmp_path)})
+    [(variable, path)] = stale.write(tmp_path).items()
+    monkeypatch.setenv(variable, path)
     run = run_program(kubernetes, replicas)
     assert len(run.of_type(REPLICA_TYPE)) == 3
     assert run.outputs["replicas"]["dep-7-r0"]["resourceId"] != "old"
