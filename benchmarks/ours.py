@@ -1,6 +1,6 @@
 """Our side of each comparison: the real engine driven through ``NamespaceStack``, the API the
 InferCrane control plane calls (validation, stack config, refresh, preflight, the Pulumi CLI,
-the Python program and pulumi-resource-kubernetes, per-key results).
+the Python program served from this process, pulumi-resource-kubernetes, per-key results).
 
 Every step's result is checked (N creates, no change, one update, N deletes) so a number is
 never reported for a run that did something else; durations are never checked.

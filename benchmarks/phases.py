@@ -3,11 +3,11 @@
 For each N: a stack of N intents is applied (untimed), then one intent is added, the step a
 rolling change repeats, and its wall time is cut into phases by the moments the engine's events
 reach the driver: before the first event (the driver's planning over one snapshot, then the
-Pulumi CLI starting), up to the first resource event (the language host, the program's start,
-imports, validation, policy), the resource events (the program registering every intent and the
-engine stepping each resource), up to the summary, and after it (the CLI's exit, the driver's
-per-key results). A profile for deciding what to remove, not a benchmark: one run per N, no
-floor, not written to ``benchmarks/results``.
+Pulumi CLI starting), up to the first resource event (the program served from the driver's
+process: its start, validation, policy), the resource events (the program registering every
+intent and the engine stepping each resource), up to the summary, and after it (the CLI's exit,
+the driver's per-key results). A profile for deciding what to remove, not a benchmark: one run
+per N, no floor, not written to ``benchmarks/results``.
 """
 
 from __future__ import annotations

@@ -120,9 +120,10 @@ def _header(results: Results) -> list[str]:
         f"- Wall seconds: median (min{DASH}max) over the repetitions. Between steps the benchmark "
         "waits, unmeasured, until the controllers have caught up (N Pods, or none).",
         "- CPU seconds: *this process* = `RUSAGE_SELF` of the benchmark process (Automation "
-        "API and event decoding for ours; everything for the floor); *children* = the "
-        "`RUSAGE_CHILDREN` delta, i.e. child processes that ended during the step with what "
-        "they reaped (the pulumi CLI, its language host, Python program and provider plugin); "
+        "API, the program it serves and event decoding for ours; everything for the floor); "
+        "*children* = the `RUSAGE_CHILDREN` delta, i.e. child processes that ended during the "
+        "step with what they reaped (the pulumi CLI and provider plugin; for naive also its "
+        "language host and Python program); "
         "*API server* = etcd + kube-apiserver + kube-controller-manager, from /proc.",
         "- Peak RSS: VmHWM/VmRSS of every descendant process, sampled every 100 ms from /proc; "
         "the largest per process name. The benchmark process's own peak is reset before each "

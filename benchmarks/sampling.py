@@ -1,7 +1,8 @@
 """What one measured step cost: wall time, CPU per party, and each process's peak memory.
 
-A real-engine run is several processes that start and end inside the step (pulumi CLI, language
-host, the Python program, pulumi-resource-kubernetes), so totals alone cannot say where the
+A real-engine run is several processes that start and end inside the step (pulumi CLI,
+pulumi-resource-kubernetes; a plain program's language host and Python program), so totals
+alone cannot say where the
 time and memory go. CPU totals come from rusage: ``RUSAGE_SELF`` for this process and the
 ``RUSAGE_CHILDREN`` delta for every child that ended and was reaped during the step (which
 includes the descendants that child reaped in turn). Peak memory and per-process CPU come from

@@ -3,9 +3,9 @@
 Every failure a user can see is one of these classes: a stable ``code``, a ``retryable`` flag
 (invalid input and refusals are permanent; an unreachable cluster or a busy stack is not) and
 ``problems``, one line each, starting with their subject. Messages never carry credentials or
-raw client output. ``to_record``/``from_record`` carry an error across a process boundary (the
-Pulumi program to the Automation API, the CLI to another language) as data, decoded through
-one ``{code: class}`` registry; beside it, the command line's exit code for each code.
+raw client output. ``to_record`` carries an error across a process boundary (the command line's
+JSON to another language) as data; every code is in one ``{code: class}`` registry, and beside
+it is the command line's exit code for each code.
 """
 
 from __future__ import annotations
@@ -167,10 +167,3 @@ EXIT_CODES: Mapping[str, int] = {
     DamagedStateError.code: EXIT_FAILED,
     InternalError.code: EXIT_FAILED,
 }
-
-
-def from_record(record: Mapping[str, Any]) -> InferCraneError:
-    """The typed error a ``to_record`` document describes (unknown codes: ``RunFailedError``)."""
-    problems = record.get("problems")
-    lines = [str(p) for p in problems] if isinstance(problems, list) else []
-    return ERRORS.get(str(record.get("code")), RunFailedError)(lines or ["no problem reported"])

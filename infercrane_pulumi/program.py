@@ -4,10 +4,12 @@ It reads and validates the whole stack configuration first, then applies its pol
 mandatory rule broken refuses the run, an advisory one is a warning), then runs the ownership
 preflight, and only then registers the provider and the components, so an invalid
 configuration, a policy violation or a foreign object means zero registered resources and zero
-writes. A key the driver verified unchanged and left out of a targeted run (``carried``) is
-exported as the stack recorded it, not registered. A refusal is reported twice:
-as data on the refusal channel (for the Automation API) and as the run's error text (for
-people running ``pulumi up``).
+writes. ``pulumi up`` runs it in a process of its own (``main``); every driver serves it from
+its own process (``automation.programhost``), handing it what it checked and what it carries:
+a key the driver verified unchanged and left out of a targeted run (``carried``) is exported as
+the stack recorded it, not registered. A refusal is reported twice: as the error itself to the
+driver that serves the program (``report``) and as the run's error text (for people running
+``pulumi up``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from pathlib import Path
 
 import pulumi
 
-from infercrane_pulumi import carried, naming, preflighted, refusals
+from infercrane_pulumi import naming, preflighted
+from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
 from infercrane_pulumi.config_files import plain_kubeconfig_problems
 from infercrane_pulumi.config_rules import parse_stack_config
@@ -28,6 +31,7 @@ from infercrane_pulumi.intents import CONFIG_NAMESPACE, KUBERNETES_KEY, StackCon
 from infercrane_pulumi.policy.rules import enforce
 
 Preflight = Callable[[StackConfig], None]
+Report = Callable[[InferCraneError], None]
 HOST_CONFIG_FILE_ENV = "INFERCRANE_PULUMI_CONFIG_FILE"
 
 
@@ -55,7 +59,12 @@ def describe(error: InferCraneError) -> str:
     )
 
 
-def build_program(preflight: Preflight) -> Callable[[], None]:
+def build_program(
+    preflight: Preflight, *, carried: Carried | None = None, report: Report | None = None
+) -> Callable[[], None]:
+    """The program: ``preflight`` before any registration, ``carried`` keys exported as
+    recorded, and every refusal handed to ``report`` before it fails the run."""
+
     def program() -> None:
         try:
             config = config_from_pulumi()
@@ -63,11 +72,12 @@ def build_program(preflight: Preflight) -> Callable[[], None]:
                 pulumi.log.warn(f"[policy {finding.rule}] {finding.message}")
             preflight(config)
         except InferCraneError as error:
-            refusals.report(error)
+            if report is not None:
+                report(error)
             raise pulumi.RunError(describe(error)) from error
         provider = stack_provider(config.kubernetes)
         stack = stack_identity()
-        kept = carried.records_for(config, os.environ)
+        kept = {} if carried is None else carried.records_for(config)
         replicas = {
             intent.external_key: kept[intent.external_key]
             if intent.external_key in kept
@@ -99,22 +109,26 @@ def load_host_config(environ: Mapping[str, str] = os.environ) -> None:
         pulumi.runtime.set_all_config(document["config"], document["secretKeys"])
 
 
-def preflight_unless_done(config: StackConfig, environ: Mapping[str, str] = os.environ) -> None:
-    """The ownership rule against the configured cluster (``cluster.ownership``), unless the
-    driver that started this program ran it for exactly this configuration; an update (not a
-    preview) also deletes what the stack no longer holds. A stack emptied of intents is
-    checked too: it still deletes what it applied."""
-    if preflighted.done_for(config, environ):
-        return
-    # Only here: the Kubernetes client is a second of this process's start.
-    from infercrane_pulumi.cluster import client, ownership
+def ownership_preflight(checked: str | None = None) -> Preflight:
+    """The ownership rule against the configured cluster (``cluster.ownership``), unless
+    ``checked`` is the digest of exactly this configuration (``preflighted``: the driver serving
+    the program ran it); an update (not a preview) also deletes what the stack no longer holds.
+    A stack emptied of intents is checked too: it still deletes what it applied."""
 
-    ownership.guard(
-        client.connect(config.kubernetes),
-        config,
-        stack=stack_identity(),
-        deleting=not pulumi.runtime.is_dry_run(),
-    )
+    def preflight(config: StackConfig) -> None:
+        if checked == preflighted.digest(config):
+            return
+        # Only here: the Kubernetes client is a second of a `pulumi up`'s start.
+        from infercrane_pulumi.cluster import client, ownership
+
+        ownership.guard(
+            client.connect(config.kubernetes),
+            config,
+            stack=stack_identity(),
+            deleting=not pulumi.runtime.is_dry_run(),
+        )
+
+    return preflight
 
 
 def stack_identity() -> str:
@@ -122,7 +136,6 @@ def stack_identity() -> str:
 
 
 def main() -> None:
-    """The program as ``pulumi up`` and the Automation API run it: preflight against the
-    configured cluster."""
+    """The program as ``pulumi up`` runs it: preflight against the configured cluster."""
     load_host_config()
-    build_program(preflight_unless_done)()
+    build_program(ownership_preflight())()

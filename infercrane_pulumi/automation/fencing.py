@@ -1,10 +1,11 @@
 """Stop a run that lost its stack lease, so it writes nothing more unguarded.
 
-Every process of a leased run (the Pulumi CLI, its language host, the program, the providers)
-inherits the run's marker in its environment (``MARKER_ENV``, a random token per lease). When
-the lease is lost, ``stop`` kills every process carrying that token: found by their
-environment rather than their parent, because a provider whose engine died is re-parented.
-Linux only (``/proc``); it never signals a process without the token.
+Every process of a leased run (the Pulumi CLI, the providers; the program is served from the
+driver's own process and ends with its engine) inherits the run's marker in its environment
+(``MARKER_ENV``, a random token per lease). When the lease is lost, ``stop`` kills every process
+carrying that token: found by their environment rather than their parent, because a provider
+whose engine died is re-parented. Linux only (``/proc``); it never signals a process without the
+token.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ out), whether it refreshes, and what it deletes itself (``cluster.ownership``);
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,7 +27,9 @@ class Plan:
     """What the engine is asked to do, decided before it starts."""
 
     flags: tuple[str, ...]  # the CLI flags decided for this run (``REFRESH``)
-    variables: Mapping[str, str]  # extra environment for the program
+    # The digest of the configuration whose ownership and dry-run were checked (``preflighted``;
+    # None: none was, a destroy runs no program).
+    checked: str | None = None
     unchanged: bool = False  # a verified no-op: the engine need not start
     # The keys to work on when others are verified unchanged (None: every key).
     targets: frozenset[str] | None = None
@@ -62,7 +63,7 @@ def plan_run(
         doomed = ownership.check_run(
             cluster, live, desired=nothing, work=nothing, stack=stack, recorded=last
         )
-        return Plan((), {}, deletions=tuple(doomed) if exclusive else ())
+        return Plan((), deletions=tuple(doomed) if exclusive else ())
     desired_keys = {intent.external_key for intent in config.replicas}
     verified = (
         unchanged.verified_keys(config, applied, live, stack=stack)
@@ -79,7 +80,7 @@ def plan_run(
     deletions = tuple(doomed) if exclusive and operation == "up" else ()
     if verified == desired_keys == {i.external_key for i in last.replicas}:
         # What a run that died left is deleted without the engine: the state never held it.
-        return Plan((), {}, unchanged=True, deletions=deletions)
+        return Plan((), unchanged=True, deletions=deletions)
     removed = {i.external_key for i in last.replicas} - desired_keys
     refreshing = refresh or bool(drift.drift(last, live))
     # A refresh drops from the state what is gone (deleted out of band): such a resource
@@ -94,7 +95,7 @@ def plan_run(
     left_out = sorted(verified & applied.records.keys()) if targeted and same_provider else []
     return Plan(
         (REFRESH,) * refreshing,
-        {preflighted.PREFLIGHTED_ENV: preflighted.digest(config)},
+        checked=preflighted.digest(config),
         targets=frozenset({*(i.external_key for i in work.replicas), *removed})
         if targeted
         else None,

@@ -14,9 +14,10 @@ the strict dry-run of what is applied, and what the run deletes itself, each obj
 just checked (``cluster.ownership``, ``cluster.deletion``): an ``up`` deletes once the engine
 has forgotten them, a destroy first, then runs the engine without the program.
 
-The engine then runs with a private directory (the refusal channel, and the run's TMPDIR,
-because pulumi-kubernetes writes the whole kubeconfig to a temporary file on every configure
-and never removes it). What a dead run left is recovered first; a busy stack raises
+The engine then runs the program served from this process (``programhost``), which hands a
+refusal back as itself, with a private directory (its event log, and the run's TMPDIR, because
+pulumi-kubernetes writes the whole kubeconfig to a temporary file on every configure and never
+removes it). What a dead run left is recovered first; a busy stack raises
 ``StackBusyError`` at once or after ``wait_seconds``; a failure becomes the program's own
 refusal, else the pack's mandatory findings (``PolicyViolationError``), else
 ``RunFailedError`` with the engine's error diagnostics (from its event stream, never its text,
@@ -45,11 +46,12 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import naming, refusals
+from infercrane_pulumi import naming
 from infercrane_pulumi.automation import (
     eventlog,
     leases,
     policypack,
+    programhost,
     project,
     results,
     stacks,
@@ -71,6 +73,7 @@ from infercrane_pulumi.errors import (
 )
 from infercrane_pulumi.intents import KubernetesSettings, StackConfig
 from infercrane_pulumi.policy import rules
+from infercrane_pulumi.program import build_program, ownership_preflight
 
 Printer = Callable[[str], Any]
 EventHandler = Callable[[auto.EngineEvent], Any]
@@ -244,11 +247,18 @@ def _leased_engine(
     found now was left by a dead one and is broken (after the lease's fence). Every process
     of the run carries the lease's marker: if the lease is lost they are stopped, and the run
     fails retryably."""
-    marked = dataclasses.replace(plan, variables={**plan.variables, **lease.variables})
     for last_try in (False, True):
         lease.check()
         try:
-            _attempt(stack, operation, marked, options, settings=settings, on_event=on_event)
+            _attempt(
+                stack,
+                operation,
+                plan,
+                options,
+                settings=settings,
+                on_event=on_event,
+                variables=lease.variables,
+            )
         except StackBusyError:
             if last_try:
                 raise
@@ -274,19 +284,31 @@ def _attempt(
     *,
     settings: KubernetesSettings,
     on_event: EventHandler,
+    variables: Mapping[str, str] | None = None,
 ) -> None:
-    """One engine run through the Pulumi CLI, its events read from its event log. The CLI is
-    called directly: the Automation API's ``Stack.up`` and friends read the stack's outputs
-    (twice) and its history after every run, three more CLI processes this path never uses."""
+    """One engine run through the Pulumi CLI, the program served from this process
+    (``programhost``), its events read from its event log. The CLI is called directly: the
+    Automation API's ``Stack.up`` and friends read the stack's outputs (twice) and its history
+    after every run, three more CLI processes this path never uses. ``variables``: more
+    environment for the CLI and its plugins."""
     pack = options.policy_pack
     if operation == "up" and pack is not None:
         # A preview first, so that the pack's mandatory finding stops the run before any write
         # (an update stops only at the first object found, having written others). Its own
         # CLI run: `up` without --skip-preview truncates its event log between the two.
-        _attempt(stack, "preview", plan, options, settings=settings, on_event=lambda _: None)
+        _attempt(
+            stack,
+            "preview",
+            plan,
+            options,
+            settings=settings,
+            on_event=lambda _: None,
+            variables=variables,
+        )
     diagnostics: list[str] = []
     finished: list[auto.EngineEvent] = []  # the engine's summary: it ran every step
     judged: list[auto.EngineEvent] = []  # the policy pack's findings
+    refused: list[InferCraneError] = []  # the program's own refusal, as itself
 
     def collect(event: auto.EngineEvent) -> None:
         if event.policy_event is not None:
@@ -298,16 +320,17 @@ def _attempt(
             finished.append(event)
         on_event(event)
 
+    program = build_program(
+        ownership_preflight(plan.checked), carried=plan.carried, report=refused.append
+    )
     run_dir = Path(tempfile.mkdtemp(prefix="infercrane-run-"))  # 0700
-    refusal_file, event_log = run_dir / "refusal.json", run_dir / "events.jsonl"
+    event_log = run_dir / "events.jsonl"
     workspace = stack.workspace
-    variables = {
+    environment = {
         **workspace.env_vars,
-        **plan.variables,
+        **(variables or {}),
         "PULUMI_DEBUG_COMMANDS": "true",  # the CLI takes --event-log only with it
-        refusals.REFUSAL_FILE_ENV: str(refusal_file),
         "TMPDIR": str(run_dir),
-        **({} if plan.carried is None else plan.carried.write(run_dir)),
     }
     targeted = (
         ()
@@ -319,27 +342,27 @@ def _attempt(
             keys=plan.targets,
         )
     )
-    command = [
-        *_COMMANDS[operation],
-        *(() if pack is None else pack.flags()),
-        *plan.flags,
-        *(flag for urn in targeted for flag in ("--target", urn)),
-        *("--color", "never", "--event-log", str(event_log), "--stack", stack.name),
-    ]
     tail = eventlog.Tail(event_log, collect)
     try:
-        with stacks.pulumi_errors(stack.name):
+        with stacks.pulumi_errors(stack.name), programhost.serving(program) as served:
+            command = [
+                *_COMMANDS[operation],
+                *(() if pack is None else pack.flags()),
+                *plan.flags,
+                *(flag for urn in targeted for flag in ("--target", urn)),
+                *served,
+                *("--color", "never", "--event-log", str(event_log), "--stack", stack.name),
+            ]
             try:
                 workspace.pulumi_command.run(
-                    command, workspace.work_dir, variables, options.on_output
+                    command, workspace.work_dir, environment, options.on_output
                 )
             except auto.errors.CommandError as error:
                 tail.close()  # every diagnostic read before deciding what failed
                 if isinstance(error, auto.errors.ConcurrentUpdateError):
                     raise
-                refused = refusals.take(refusal_file)
-                if refused is not None:
-                    raise refused from error
+                if refused:
+                    raise refused[0] from error
                 violations = [
                     f.message
                     for f in policypack.findings(judged, {})

@@ -2,10 +2,11 @@
 
 Each test gets its own namespace (bootstrapped from deploy/kubernetes as admin), the provider
 identity of that namespace (its control-plane ServiceAccount, see ``identity.py``), its own
-stack name, and a project directory holding only ``Pulumi.yaml``, the project's tiny
-``__main__.py`` and ``stacks/Pulumi.<stack>.yaml``: the program itself is the installed
-package, run through the real CLI and Python language host. Cluster state is always read back
-as admin, never from Pulumi.
+stack name, and a project directory holding only ``Pulumi.yaml`` and
+``stacks/Pulumi.<stack>.yaml``: the program itself is the installed package, run through the
+real CLI, served from the driver's process as every driver serves it; a person's ``pulumi up``
+runs it through the Python language host (``by_hand_project``). Cluster state is always read
+back as admin, never from Pulumi.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from infercrane_dev.localcluster import BinaryNotFoundError, find_binary
 from infercrane_pulumi import automation, kinds, naming
 from infercrane_pulumi.automation import NamespaceStack, project
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.config_files import stack_file
+from infercrane_pulumi.config_files import STACK_CONFIG_DIR, stack_file
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import Kind
 from tests.conformance.identity import ProviderIdentity
@@ -142,6 +143,18 @@ class Harness:
             config["infercrane:policy"] = policy
         self.stack_file.write_text(yaml.safe_dump({"config": config}))
         return self.stack_file
+
+    def by_hand_project(self, directory: Path) -> Path:
+        """A person's project in ``directory`` for this test's stack: a copy of the repository's
+        ``Pulumi.yaml`` (its virtualenv: this one) and ``__main__.py``, with the test's stack
+        file, for a raw ``pulumi`` run there."""
+        (directory / STACK_CONFIG_DIR).mkdir(parents=True, exist_ok=True)
+        settings = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+        settings["runtime"]["options"]["virtualenv"] = sys.prefix
+        (directory / "Pulumi.yaml").write_text(yaml.safe_dump(settings))
+        (directory / "__main__.py").write_text((ROOT / "__main__.py").read_text())
+        stack_file(directory, self.stack_name).write_text(self.stack_file.read_text())
+        return directory
 
     def namespace_stack(
         self, workspace: Path, *, namespace: str = "", stack_name: str = "", **settings: Any

@@ -6,23 +6,20 @@ deleted out of band converges in one run on each driver."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from pulumi import automation as auto
 
 from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import eventlog
-from infercrane_pulumi.config_files import STACK_CONFIG_DIR
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.kinds import Kind
-from tests.conformance.harness import ROOT, Harness, intent, replica, wait_for
+from tests.conformance.harness import Harness, intent, replica, wait_for
 from tests.conformance.test_cli_and_faults import cli, finished
 
 pytestmark = pytest.mark.conformance
@@ -87,15 +84,7 @@ def by_hand(
     """A person's ``pulumi <command>`` (``up --yes`` unless given) on a copy of the repository's
     ``Pulumi.yaml`` (its virtualenv: this one) with the test's stack file; the engine's events
     go to ``on_event``. ``check``: the run must succeed."""
-    project = tmp_path / "by-hand"
-    (project / STACK_CONFIG_DIR).mkdir(parents=True, exist_ok=True)
-    settings = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-    settings["runtime"]["options"]["virtualenv"] = sys.prefix
-    (project / "Pulumi.yaml").write_text(yaml.safe_dump(settings))
-    (project / "__main__.py").write_text((ROOT / "__main__.py").read_text())
-    (project / STACK_CONFIG_DIR / harness.stack_file.name).write_text(
-        harness.stack_file.read_text()
-    )
+    project = harness.by_hand_project(tmp_path / "by-hand")
     events = tmp_path / "by-hand-events.jsonl"
     events.unlink(missing_ok=True)
     tail = eventlog.Tail(events, on_event)

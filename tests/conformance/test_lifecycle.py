@@ -247,7 +247,7 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
     # Enough keys that the run is still writing when its first object shows.
     keys = [f"killed-r{i}" for i in range(12)]
     harness.configure([replica(k) for k in keys])
-    harness.stack()  # create the stack before the raw CLI run
+    harness.stack()  # create the stack before a person's raw CLI run
     # A private TMPDIR, as the drivers give every run: the provider copies the kubeconfig into
     # it, and the killed run cannot clean up.
     private = harness.workdir / "killed-run-tmp"
@@ -263,7 +263,7 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
             harness.stack_name,
             "--non-interactive",
         ],
-        cwd=harness.project_dir,
+        cwd=harness.by_hand_project(harness.workdir / "by-hand"),
         env=env,
         start_new_session=True,
         stdout=subprocess.DEVNULL,

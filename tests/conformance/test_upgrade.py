@@ -61,6 +61,24 @@ def previous_release(into: Path) -> Path:
     return into
 
 
+def release_project(code: Path, directory: Path) -> None:
+    """The project as the release's drivers generate it into ``directory`` (the previous
+    release's ran the program through the language host: it held the program file too)."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import pathlib, sys; from infercrane_pulumi.automation import project; "
+            "project.write_project(pathlib.Path(sys.argv[1]))",
+            str(directory),
+        ],
+        env=os.environ | {"PYTHONPATH": str(code)},
+        cwd=directory,  # not this repository's: its package would come first on the path
+        check=True,
+        timeout=120,
+    )
+
+
 def as_release(harness: Harness, code: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The release's command line in a fresh process, as the provider identity."""
     env = harness.process_env() | harness.env.variables()
@@ -97,6 +115,7 @@ def test_a_stack_applied_by_the_previous_release_is_kept_by_this_one(
 ) -> None:
     code = previous_release(tmp_path / "previous")
     stack_file = harness.configure(INTENTS)
+    release_project(code, harness.project_dir)  # which that release ran its stacks in
     stack = ["--stack", harness.stack_name, "--project-dir", str(harness.project_dir)]
     applied = as_release(harness, code, "up", *stack)
     assert applied.returncode == 0, applied.stderr[-2000:]

@@ -14,7 +14,8 @@ from google.protobuf import json_format
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
-from infercrane_pulumi.program import Preflight, build_program
+from infercrane_pulumi.carried import Carried
+from infercrane_pulumi.program import Preflight, Report, build_program
 
 
 @dataclass
@@ -103,11 +104,13 @@ def run_program(
     replicas: Any,
     *,
     preflight: Preflight | None = None,
+    carried: Carried | None = None,
+    report: Report | None = None,
     preview: bool = False,
     secret_keys: tuple[str, ...] = (),
 ) -> Run:
     """Run ``build_program`` once with the given config blocks (``secret_keys``: the config
-    keys Pulumi holds as secrets); never raises the program error."""
+    keys Pulumi holds as secrets) and what a driver hands it; never raises the program error."""
     # The mocks make futures before any loop runs. Python 3.11 gave the thread a loop
     # implicitly; 3.12+ warns instead, unless one is set: ours, one for the process, as 3.11's.
     asyncio.set_event_loop(_loop())
@@ -126,7 +129,7 @@ def run_program(
         },
         list(secret_keys),
     )
-    program = build_program(preflight or (lambda config: None))
+    program = build_program(preflight or (lambda config: None), carried=carried, report=report)
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def body() -> pulumi.Output[None]:

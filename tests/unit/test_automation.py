@@ -1,4 +1,4 @@
-"""The Automation API wrapper's own decisions: refusals as data, typed Pulumi failures, locks,
+"""The Automation API wrapper's own decisions: typed Pulumi failures, locks,
 recovery, and no secret in any repr."""
 
 from __future__ import annotations
@@ -15,61 +15,18 @@ import pytest
 from pulumi import automation as auto
 from pulumi.automation._cmd import CommandResult
 
-from infercrane_pulumi import automation, errors, refusals
+from infercrane_pulumi import automation, errors
 from infercrane_pulumi.automation.locks import stack_locks
 from infercrane_pulumi.automation.recovery import recover
 from infercrane_pulumi.automation.stacks import pulumi_errors
 from infercrane_pulumi.errors import (
-    ClusterUnavailableError,
     ConfigError,
     InferCraneError,
-    OwnershipError,
-    RejectedError,
     RunFailedError,
     StackBusyError,
 )
 
 DEAD_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process can have it
-
-
-@pytest.mark.parametrize(
-    "error",
-    [
-        ConfigError(["infercrane:replicas[0].port: must be at least 1"]),
-        OwnershipError(["Deployment/ns/a: one", "Service/ns/a: two"]),
-        RejectedError("Deployment/ns/a: dry-run apply: exceeded quota"),
-        ClusterUnavailableError("cannot reach the API server (MaxRetryError)"),
-        StackBusyError("stack t1: another operation holds its lock"),
-    ],
-    ids=lambda error: error.code,
-)
-def test_a_refusal_crosses_the_channel_as_its_own_type_with_every_problem(
-    error: InferCraneError, tmp_path: Path
-) -> None:
-    path = tmp_path / "refusal.json"
-    refusals.report(error, {refusals.REFUSAL_FILE_ENV: str(path)})
-    decoded = refusals.take(path)
-    assert type(decoded) is type(error)
-    assert decoded is not None
-    assert (decoded.problems, decoded.retryable) == (error.problems, error.retryable)
-    assert not path.exists()  # consumed: a later run never sees a stale refusal
-
-
-def test_a_program_that_reported_nothing_or_garbage_decodes_as_no_refusal_or_a_failed_run(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "refusal.json"
-    assert refusals.take(path) is None
-    path.write_text("{not json")
-    garbled = refusals.take(path)
-    assert type(garbled) is RunFailedError and garbled.problems == ("no problem reported",)
-    assert not path.exists()
-
-
-def test_an_unknown_code_decodes_as_a_failed_run() -> None:
-    decoded = errors.from_record({"code": "from-the-future", "problems": ["p"]})
-    assert type(decoded) is RunFailedError
-    assert decoded.problems == ("p",)
 
 
 def test_every_error_code_has_its_exit_code_and_only_retryable_ones_ask_for_a_retry() -> None:

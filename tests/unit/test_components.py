@@ -12,7 +12,7 @@ import pytest
 from infercrane_pulumi import carried, naming, workloads
 from infercrane_pulumi.components import PLUGIN_VERSION
 from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.errors import OwnershipError
+from infercrane_pulumi.errors import InferCraneError, OwnershipError
 from infercrane_pulumi.kinds import DEPLOYMENT
 from tests.unit import samples
 from tests.unit.pulumi_harness import run_program
@@ -171,9 +171,7 @@ def test_kserve_outputs_point_at_the_predictor_service() -> None:
     }
 
 
-def test_keys_the_driver_carries_are_exported_as_recorded_and_never_registered(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_keys_the_driver_carries_are_exported_as_recorded_and_never_registered() -> None:
     """A targeted run's program registers only the keys it works on; the engine keeps the
     others as the state holds them, and the outputs still record every key."""
     kubernetes, replicas = samples.kubernetes(), three_replicas()
@@ -181,9 +179,7 @@ def test_keys_the_driver_carries_are_exported_as_recorded_and_never_registered(
     kept = carried.Carried.of(
         parse_stack_config(kubernetes, replicas), {"dep-7-r0": record, "dep-8-r0": record}
     )
-    [(variable, path)] = kept.write(tmp_path).items()
-    monkeypatch.setenv(variable, path)
-    run = run_program(kubernetes, replicas)
+    run = run_program(kubernetes, replicas, carried=kept)
     assert [r.name for r in run.of_type(REPLICA_TYPE)] == [naming.object_name("dep-7-r1")]
     assert {r.parent.rpartition("::")[2] for r in run.kubernetes_objects} == {
         naming.object_name("dep-7-r1")
@@ -193,15 +189,11 @@ def test_keys_the_driver_carries_are_exported_as_recorded_and_never_registered(
     assert run.outputs["replicas"]["dep-7-r1"]["intent"]["externalKey"] == "dep-7-r1"
 
 
-def test_records_carried_for_another_configuration_are_ignored(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_records_carried_for_another_configuration_are_ignored() -> None:
     kubernetes, replicas = samples.kubernetes(), three_replicas()
     other = parse_stack_config(kubernetes, replicas[:2])
     stale = carried.Carried.of(other, {"dep-7-r0": {"resourceId": "old"}})
-    [(variable, path)] = stale.write(tmp_path).items()
-    monkeypatch.setenv(variable, path)
-    run = run_program(kubernetes, replicas)
+    run = run_program(kubernetes, replicas, carried=stale)
     assert len(run.of_type(REPLICA_TYPE)) == 3
     assert run.outputs["replicas"]["dep-7-r0"]["resourceId"] != "old"
 
@@ -217,12 +209,18 @@ def test_preflight_sees_the_validated_config_before_any_registration() -> None:
     assert run.error is None
 
 
-def test_a_refusing_preflight_means_zero_registrations() -> None:
-    def refuse(config: object) -> None:
-        raise OwnershipError(["Deployment/infercrane-system/x: exists but is not exactly ours"])
+def test_a_refusing_preflight_means_zero_registrations_and_is_handed_over_as_itself() -> None:
+    refusal = OwnershipError(["Deployment/infercrane-system/x: exists but is not exactly ours"])
 
-    run = run_program(samples.kubernetes(), three_replicas(), preflight=refuse)
+    def refuse(config: object) -> None:
+        raise refusal
+
+    reported: list[InferCraneError] = []
+    run = run_program(
+        samples.kubernetes(), three_replicas(), preflight=refuse, report=reported.append
+    )
     assert run.registrations == []
+    assert reported == [refusal]  # the driver serving the program gets the error, not text
     assert "[ownership-conflict]" in str(run.error)
     assert "Deployment/infercrane-system/x: exists but is not exactly ours" in str(run.error)
 

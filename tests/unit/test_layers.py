@@ -27,7 +27,6 @@ RANKS = {
     "intents": 1,
     "config_rules": 2,
     "config_files": 3,
-    "refusals": 1,
     "preflighted": 2,
     "carried": 3,
     "kinds": 1,
@@ -61,6 +60,7 @@ RANKS = {
     "automation.fencing": 11,
     "automation.policypack": 11,
     "automation.targets": 11,
+    "automation.programhost": 11,
     "automation.environment": 12,
     "automation.eventlog": 12,
     "automation.locks": 12,
@@ -84,6 +84,7 @@ RANKS = {
 DOORS = {
     "kubernetes": {"cluster.client"},
     "psycopg": {"automation.leasedb"},
+    "grpc": {"automation.programhost"},
     "pulumi.automation": {
         "automation",
         "automation.environment",
@@ -91,6 +92,7 @@ DOORS = {
         "automation.locks",
         "automation.namespaces",
         "automation.policypack",
+        "automation.programhost",
         "automation.project",
         "automation.recovery",
         "automation.results",

@@ -16,7 +16,7 @@ from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
 from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE
-from infercrane_pulumi.program import preflight_unless_done
+from infercrane_pulumi.program import ownership_preflight
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, config, live_copy
 from tests.unit.test_run import STACK
@@ -206,11 +206,11 @@ def test_the_program_skips_its_preflight_only_for_the_configuration_a_driver_che
 ) -> None:
     transport = FakeTransport()
     monkeypatch.setattr(client, "connect", lambda settings: Cluster(transport))
-    checked = {preflighted.PREFLIGHTED_ENV: preflighted.digest(config())}
-    preflight_unless_done(config(), checked)
+    checked = ownership_preflight(preflighted.digest(config()))
+    checked(config())
     assert transport.requests == []
-    preflight_unless_done(config(runtimeClassName="nvidia"), checked)  # another configuration
-    preflight_unless_done(config(), {})  # a hand-run `pulumi up`
+    checked(config(runtimeClassName="nvidia"))  # another configuration
+    ownership_preflight()(config())  # a hand-run `pulumi up`
     assert [method for method, _, _ in transport.requests] == ["GET", "GET", "PATCH", "PATCH"] * 2
 
 

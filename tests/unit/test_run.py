@@ -119,7 +119,7 @@ def test_otherwise_an_unchanged_stack_is_read_once_dry_run_and_goes_to_the_engin
     assert transport.requests[:2] == LISTS
     assert len(dry_runs(transport)) == 4 and len(transport.requests) == 6
     assert not plan.unchanged and plan.flags == ("--refresh",) * refresh
-    assert plan.variables == {preflighted.PREFLIGHTED_ENV: preflighted.digest(config)}
+    assert plan.checked == preflighted.digest(config)
 
 
 def test_an_object_gone_out_of_band_asks_for_a_refresh_and_a_caller_may_force_one() -> None:
@@ -188,7 +188,7 @@ def test_a_destroy_checks_ownership_then_deletes_each_object_by_the_uid_it_check
         Cluster(transport), "destroy", config, record(config), stack=STACK, refresh=True
     )
     assert transport.requests == LISTS
-    assert plan == type(plan)(flags=(), variables={}, deletions=doomed(live))
+    assert plan == type(plan)(flags=(), deletions=doomed(live))
     held = plan_run(
         Cluster(transport),
         "destroy",
@@ -290,7 +290,7 @@ def test_the_verified_keys_are_carried_so_the_program_registers_only_the_worked_
     recorded = record(before)
     plan = planned(after, recorded, applied(before))
     assert plan.carried == Carried.of(after, {k: recorded.records[k] for k in ("a", "b")})
-    assert plan.carried.digest == plan.variables[preflighted.PREFLIGHTED_ENV]
+    assert plan.carried.digest == plan.checked
 
 
 def test_nothing_is_carried_when_the_providers_settings_changed() -> None:

@@ -11,7 +11,8 @@ its pending operations, the Kubernetes objects it records).
 private directory under the process's TMPDIR (``automation.run._attempt``); the driver's TMPDIR
 is a directory of the test, so ``kill_at`` follows that log as the engine writes it and, at a
 ``Point``, SIGKILLs the driver's process group and every process group below it (the engine
-starts its language host, program and provider each in a group of its own): ``kill_tree``.
+starts its provider in a group of its own; the program is served from the driver's process):
+``kill_tree``.
 """
 
 from __future__ import annotations

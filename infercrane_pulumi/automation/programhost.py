@@ -1,0 +1,71 @@
+"""The program, served from the driver's own process to one engine run.
+
+The Pulumi CLI would otherwise start a language host and a fresh interpreter that imports the
+program, the SDK and pulumi-kubernetes again on every run: most of a small run's fixed cost
+(README, "Performance"). The CLI's ``--client`` flag instead points the engine at a language
+runtime that is already running; this is the Automation API's own inline-program runtime
+(``pulumi.automation._server``, which ``Stack.up`` serves the same way), here on a loopback
+port of its own for exactly one CLI run. The SDK keeps each run's state in context variables,
+so runs of several stacks may be served at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+from pulumi.automation._server import LanguageServer
+from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
+from pulumi.runtime.proto import language_pb2_grpc
+
+
+class _Runtime(LanguageServer):
+    """The SDK's runtime, but every run's event loop is closed however the run ended.
+
+    When the engine goes away mid-run (an API server gone, a run stopped), the SDK's own
+    cleanup stops at the first error of a cancelled task and leaves the loop open with the
+    program's tasks in it: two descriptors and the run's objects, per such run, for as long as
+    the driver lives (seen in ``test_cli_and_faults``). The leftover tasks are cancelled here
+    instead; whatever they raise has no engine left to report to."""
+
+    def __init__(self, program: Callable[[], None]) -> None:
+        self.loops: list[asyncio.AbstractEventLoop] = []
+
+        def in_its_loop() -> None:
+            self.loops.append(asyncio.get_running_loop())
+            program()
+
+        super().__init__(in_its_loop)
+
+    def Run(self, request: Any, context: Any) -> Any:
+        try:
+            return super().Run(request, context)  # type: ignore[no-untyped-call]
+        finally:
+            for loop in self.loops:
+                if loop.is_closed() or loop.is_running():
+                    continue
+                for task in asyncio.all_tasks(loop):
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        loop.run_until_complete(task)
+                loop.close()
+
+
+@contextlib.contextmanager
+def serving(program: Callable[[], None]) -> Iterator[tuple[str, ...]]:
+    """Serve ``program`` until the block ends; yields the CLI flags that run it."""
+    pool = futures.ThreadPoolExecutor(max_workers=4)
+    server = grpc.server(pool, options=_GRPC_CHANNEL_OPTIONS)
+    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(_Runtime(program), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield ("--client", f"127.0.0.1:{port}", "--exec-kind", "auto.inline")
+    finally:
+        server.stop(0)
+        # Not waited for: a run the engine abandoned ends on its own thread (above).
+        pool.shutdown(wait=False)
