@@ -237,6 +237,24 @@ class Harness:
             for item in self.admin.select(kind, self.namespace, "")
         }
 
+    def written(self) -> dict[str, tuple[int | None, list[Any]]]:
+        """Each owned object's generation and what our field manager last wrote to it: what a
+        run changes. Unlike ``resource_versions``, the controllers' own writes (status, the
+        Deployment's revision annotation) leave it alone, so it can be read while they still
+        catch up."""
+        return {
+            f"{kind.kind}/{item['metadata']['name']}": (
+                item["metadata"].get("generation"),
+                [
+                    entry
+                    for entry in item["metadata"].get("managedFields", [])
+                    if entry.get("manager") == naming.FIELD_MANAGER
+                ],
+            )
+            for kind in (kinds.DEPLOYMENT, kinds.SERVICE)
+            for item in self.admin.select(kind, self.namespace, "")
+        }
+
     def settled(self, key: str) -> dict[str, Any]:
         """Wait until the Deployment controller has written its status for our Deployment."""
 

@@ -50,13 +50,14 @@ def test_namespace_stack_refuses_a_mandatory_violation_and_writes_nothing(
             )
         ),
     )
-    applied = harness.resource_versions()
-    assert f"Deployment/{naming.object_name('policy-a')}" in applied
+    applied = harness.written()
+    _, [apply] = applied[f"Deployment/{naming.object_name('policy-a')}"]
+    assert apply["operation"] == "Apply"
     # A stricter policy refuses even a run whose intents are verified unchanged.
     stricter = dataclasses.replace(stack, policy=PolicySettings(gpu_products=("NVIDIA-A100",)))
     with pytest.raises(PolicyViolationError):
         stricter.ensure([intent("policy-a")])
-    assert harness.resource_versions() == applied
+    assert harness.written() == applied
     stack.destroy()
 
 
