@@ -21,7 +21,7 @@ from pathlib import Path
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming
-from infercrane_pulumi.automation import backends, leasedb
+from infercrane_pulumi.automation import backends, checkpoints, leasedb, project
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.locks import stack_locks
 from infercrane_pulumi.cluster import client, observe, preflight, unchanged
@@ -108,20 +108,27 @@ def applied(stack: auto.Stack) -> Applied:
     """What the stack's last successful run applied (its outputs, in the backend): each key's
     intent and its objects' uid and generation, and the settings it applied them with.
 
-    One CLI read of one state version: the SDK's ``Stack.outputs`` reads the outputs twice
-    (plain, then with secrets) and a run of another process landing between the two reads
-    breaks it. Our outputs hold no secret, so one read says it all. Outputs that are not the
-    shape the program writes are ``DamagedStateError``, never a traceback.
+    One read of one state version: of the checkpoint file itself on a local directory
+    (``checkpoints``: no CLI process), else one CLI read, because the SDK's ``Stack.outputs``
+    reads the outputs twice (plain, then with secrets) and a run of another process landing
+    between the two reads breaks it. Our outputs hold no secret, so one read says it all.
+    Outputs that are not the shape the program writes are ``DamagedStateError``, never a
+    traceback.
     """
     workspace = stack.workspace
-    with pulumi_errors(stack.name):
-        read = workspace.pulumi_command.run(
-            ["stack", "output", "--json", "--show-secrets", "--stack", stack.name],
-            workspace.work_dir,
-            workspace.env_vars,
-        )
+    # The backend the CLI would read: the one its environment names.
+    backend = workspace.env_vars.get("PULUMI_BACKEND_URL")
+    read = checkpoints.outputs(backend, project.PROJECT_NAME, stack.name)
+    printed: str | None = None
+    if read is None:
+        with pulumi_errors(stack.name):
+            printed = workspace.pulumi_command.run(
+                ["stack", "output", "--json", "--show-secrets", "--stack", stack.name],
+                workspace.work_dir,
+                workspace.env_vars,
+            ).stdout
     try:
-        outputs = json.loads(read.stdout or "{}") or {}
+        outputs = (read if printed is None else json.loads(printed or "{}")) or {}
         replicas = (outputs.get("replicas") or {}).values()
         settings = outputs.get(naming.SETTINGS_OUTPUT)
         return Applied(

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pulumi import automation as auto
 
 from infercrane_pulumi import kinds, naming
-from infercrane_pulumi.automation import ensure_many
+from infercrane_pulumi.automation import checkpoints, ensure_many, project
 from infercrane_pulumi.errors import ConfigError, RejectedError
 from tests.conformance.harness import Harness, intent, wait_for
 from tests.conformance.ledger import RunLedger
@@ -73,6 +74,7 @@ def test_ensure_observe_change_remove_and_destroy_per_key(harness: Harness, tmp_
 
     held = state_names()
     assert held == names_of("cp-a", "cp-b")
+    assert_read_as_the_cli_prints(stack.stack())
     recorded = stack.stack().outputs()["replicas"].value["cp-a"]
     # cp-a is verified unchanged: the run targets cp-b only and its program registers cp-b
     # only; the engine keeps cp-a's resources as they were (a run that forgot them would
@@ -102,6 +104,15 @@ def test_ensure_observe_change_remove_and_destroy_per_key(harness: Harness, tmp_
     destroyed = stack.destroy()
     assert [(r.external_key, r.change) for r in destroyed.replicas] == [("cp-b", "delete")]
     assert harness.owned(kinds.DEPLOYMENT) == harness.owned(kinds.SERVICE) == []
+    assert_read_as_the_cli_prints(stack.stack())
+
+
+def assert_read_as_the_cli_prints(stack: auto.Stack) -> None:
+    """The driver reads a local directory's checkpoint file itself (``checkpoints``): what it
+    reads is what ``pulumi stack output`` prints of the state the engine wrote."""
+    backend = stack.workspace.env_vars["PULUMI_BACKEND_URL"]
+    read = checkpoints.outputs(backend, project.PROJECT_NAME, stack.name)
+    assert read == {name: output.value for name, output in stack.outputs().items()}
 
 
 def test_bad_intents_are_refused_before_anything_is_written(

@@ -63,6 +63,7 @@ RANKS = {
     "automation.programhost": 11,
     "automation.environment": 12,
     "automation.eventlog": 12,
+    "automation.checkpoints": 12,
     "automation.locks": 12,
     "automation.pairing": 12,
     "automation.project": 12,
