@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from infercrane_pulumi.automation import checkpoints, stacks
-from tests.unit.test_stacks import outputs
+from tests.unit.test_stacks import outputs, outputs_of
 
 STACK = "s1"
 PROJECT = "infercrane"
@@ -87,26 +86,12 @@ def test_what_only_the_cli_can_tell_answers_none(tmp_path: Path) -> None:
         assert checkpoints.outputs(url, PROJECT, STACK) is None, why
 
 
-def stack_on(backend: str | None, printed: dict[str, Any] | None) -> Any:
-    """An ``auto.Stack`` on ``backend`` whose CLI prints ``printed`` (None: never asked)."""
-
-    def run(*_: Any) -> Any:
-        if printed is None:
-            raise AssertionError("the CLI was asked")
-        return SimpleNamespace(stdout=json.dumps(printed))
-
-    variables = {} if backend is None else {"PULUMI_BACKEND_URL": backend}
-    command = SimpleNamespace(run=run)
-    workspace = SimpleNamespace(pulumi_command=command, work_dir="w", env_vars=variables)
-    return SimpleNamespace(name=STACK, workspace=workspace)
-
-
 def test_applied_reads_the_file_without_the_cli_and_both_agree(tmp_path: Path) -> None:
     written = outputs(None)
     url = write(tmp_path, checkpoint(written))
-    from_file = stacks.applied(stack_on(url, printed=None))
-    assert from_file == stacks.applied(stack_on("s3://bucket", printed=written))
+    from_file = stacks.applied(outputs_of(None, url))
+    assert from_file == stacks.applied(outputs_of(written, "s3://bucket"))
     assert from_file.records == written["replicas"]
     # A checkpoint the reader does not know goes to the CLI.
     write(tmp_path, checkpoint({"replicas": {"a": SECRET}}))
-    assert stacks.applied(stack_on(url, printed=written)) == from_file
+    assert stacks.applied(outputs_of(written, url)) == from_file

@@ -31,11 +31,18 @@ NO_POLICY = PolicySettings.judging_nothing()
 PENDING = samples.kubernetes(imageDigest=f"registry.example/vllm@sha256:{'ef' * 32}")
 
 
-def outputs_of(outputs: dict[str, Any]) -> Any:
-    """A stack whose ``pulumi stack output --json`` prints ``outputs``."""
-    printed = SimpleNamespace(stdout=json.dumps(outputs))
-    command = SimpleNamespace(run=lambda *_: printed)
-    workspace = SimpleNamespace(pulumi_command=command, work_dir="w", env_vars={})
+def outputs_of(outputs: dict[str, Any] | None, backend: str | None = None) -> Any:
+    """A stack on ``backend`` whose ``pulumi stack output --json`` prints ``outputs`` (None:
+    the CLI must not be asked)."""
+
+    def run(*_: Any) -> Any:
+        if outputs is None:
+            raise AssertionError("the CLI was asked")
+        return SimpleNamespace(stdout=json.dumps(outputs))
+
+    variables = {} if backend is None else {"PULUMI_BACKEND_URL": backend}
+    command = SimpleNamespace(run=run)
+    workspace = SimpleNamespace(pulumi_command=command, work_dir="w", env_vars=variables)
     return SimpleNamespace(name="s1", workspace=workspace)
 
 
