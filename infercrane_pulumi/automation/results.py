@@ -22,7 +22,7 @@ from pulumi import automation as auto
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.automation import policypack, targets
 from infercrane_pulumi.cluster.deletion import Doomed
-from infercrane_pulumi.cluster.unchanged import Applied
+from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
 from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.policy.rules import evaluate_stack
 from infercrane_pulumi.review.changes import (
@@ -148,10 +148,18 @@ def drift_of(steps: Sequence[Step]) -> list[Drift]:
 
 
 def stack_result(
-    operation: str, stack: str, config: StackConfig, events: Iterable[auto.EngineEvent]
+    operation: str,
+    stack: str,
+    config: StackConfig,
+    events: Iterable[auto.EngineEvent],
+    *,
+    kept: Mapping[str, Sequence[AppliedObject]] | None = None,
 ) -> StackResult:
-    """Per-key results of one run: stack keys in stack order, then keys it deleted."""
+    """Per-key results of one run: stack keys in stack order, then keys it deleted. ``kept``:
+    the objects of keys the engine kept as applied whose steps were not read (carried keys),
+    each ``same``."""
     steps = steps_of(events)
+    known = kept or {}
     by_key: dict[str, list[Step]] = {}
     for step in steps:
         if step.op != "refresh":
@@ -160,7 +168,8 @@ def stack_result(
     intents = {intent.external_key: intent for intent in config.replicas}
     replicas = []
     for key in [*intents, *sorted(by_key.keys() - intents.keys())]:
-        objects = _objects(by_key.get(key, []))
+        unread = key not in by_key and key in known
+        objects = _same(known[key]) if unread else _objects(by_key.get(key, []))
         intent = intents.get(key)
         replicas.append(
             KeyChange(
@@ -209,6 +218,10 @@ def _advisory(
     return policy_findings(tuple(dict.fromkeys(found)))
 
 
+def _same(objects: Iterable[AppliedObject]) -> tuple[ObjectChange, ...]:
+    return tuple(ObjectChange(o.kind, o.name, "same", uid=o.uid) for o in objects)
+
+
 def unchanged(operation: str, stack: str, config: StackConfig, applied: Applied) -> StackResult:
     """A verified no-op (``cluster.unchanged``): every key ``same``, its objects as applied."""
     settings = config.kubernetes
@@ -216,10 +229,7 @@ def unchanged(operation: str, stack: str, config: StackConfig, applied: Applied)
         KeyChange(
             external_key=intent.external_key,
             change="same",
-            objects=tuple(
-                ObjectChange(o.kind, o.name, "same", uid=o.uid)
-                for o in applied.objects.get(intent.external_key, ())
-            ),
+            objects=_same(applied.objects.get(intent.external_key, ())),
             resource_id=naming.resource_id(settings, intent.external_key),
             endpoint=workloads.endpoint(settings, intent),
         )

@@ -39,7 +39,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,7 +93,9 @@ class RunOptions:
     """The one set of options every driver passes."""
 
     on_output: Printer | None = None  # the engine's own lines, for a terminal
-    on_event: EventHandler | None = None  # every engine event, as it happens
+    # Every engine event, as it happens, but the `same` steps of the keys a targeted run
+    # carries: verified unchanged, they start no engine work, as a verified no-op starts none.
+    on_event: EventHandler | None = None
     wait_seconds: float = 0.0  # how long a busy stack may be waited for
     refresh: bool = False  # refresh first whatever the drift probe says
     # InferCrane's CrossGuard pack, run by the engine on a preview or an up (README, "Policy").
@@ -185,8 +187,10 @@ def run(
             except ClusterUnavailableError as unreachable:
                 raise ClusterUnavailableError([*unreachable.problems, *error.problems]) from error
             raise
+    carried = {} if plan.carried is None else plan.carried.records
+    kept = {key: last_run.objects.get(key, ()) for key in carried}
     return results.with_deletions(
-        results.stack_result(operation, stack.name, config, events), plan.deletions
+        results.stack_result(operation, stack.name, config, events, kept=kept), plan.deletions
     )
 
 
@@ -332,17 +336,17 @@ def _attempt(
         "PULUMI_DEBUG_COMMANDS": "true",  # the CLI takes --event-log only with it
         "TMPDIR": str(run_dir),
     }
-    targeted = (
-        ()
-        if plan.targets is None
-        else targets.owners(
-            project=project.PROJECT_NAME,
-            stack=stack.name,
-            settings=settings,
-            keys=plan.targets,
+
+    def urns(keys: Iterable[str]) -> dict[str, str]:
+        return targets.owners(
+            project=project.PROJECT_NAME, stack=stack.name, settings=settings, keys=keys
         )
-    )
-    tail = eventlog.Tail(event_log, collect)
+
+    targeted = () if plan.targets is None else urns(plan.targets)
+    # The carried keys' steps are `same` by construction (untargeted, unregistered): their
+    # results come from what the stack applied (``results.stack_result``), not their events.
+    carried = () if plan.carried is None else urns(plan.carried.records)
+    tail = eventlog.Tail(event_log, collect, unread=frozenset(carried))
     try:
         with stacks.pulumi_errors(stack.name), programhost.serving(program) as served:
             command = [

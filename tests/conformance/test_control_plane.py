@@ -10,7 +10,7 @@ import pytest
 from pulumi import automation as auto
 
 from infercrane_pulumi import kinds, naming
-from infercrane_pulumi.automation import checkpoints, ensure_many, project
+from infercrane_pulumi.automation import checkpoints, ensure_many, project, results
 from infercrane_pulumi.errors import ConfigError, RejectedError
 from tests.conformance.harness import Harness, intent, wait_for
 from tests.conformance.ledger import RunLedger
@@ -79,7 +79,17 @@ def test_ensure_observe_change_remove_and_destroy_per_key(harness: Harness, tmp_
     # cp-a is verified unchanged: the run targets cp-b only and its program registers cp-b
     # only; the engine keeps cp-a's resources as they were (a run that forgot them would
     # orphan them) and reports them unchanged, and the outputs still record cp-a as before.
+    # Its `same` steps are not read: its result comes from what the stack applied, and the
+    # events handed on are those of the work done.
+    seen: list[auto.EngineEvent] = []
+    stack.on_event = seen.append
     changed = stack.ensure([a, intent("cp-b", modelRevision="r2")])
+    stack.on_event = None
+    assert {step.external_key for step in results.steps_of(seen)} == {"cp-b"}
+    # The engine still stepped cp-a's component and objects: the stack and cp-b's Deployment
+    # are updated, the provider, cp-b's component and Service and cp-a's three are the same.
+    [summary] = [e.summary_event for e in seen if e.summary_event is not None]
+    assert summary.resource_changes == {"same": 6, "update": 2}
     assert [(r.external_key, r.change) for r in changed.replicas] == [
         ("cp-a", "same"),
         ("cp-b", "update"),

@@ -1,4 +1,5 @@
-"""Reading the engine's event log while it is written: every event, whole, in order."""
+"""Reading the engine's event log while it is written: every event, whole, in order, but the
+`same` steps of URNs the caller knows the outcome of."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 from pulumi import automation as auto
 
-from infercrane_pulumi.automation.eventlog import Tail
+from infercrane_pulumi.automation.eventlog import Tail, known_same_step
 
 
 def event(sequence: int) -> dict[str, Any]:
@@ -59,3 +60,52 @@ def test_what_the_callback_raises_reaches_the_caller_once(tmp_path: Path) -> Non
     with pytest.raises(ValueError, match="a handler failed"):
         tail.close()
     tail.close()  # already reported
+
+
+KEPT = "urn:pulumi:s::infercrane::infercrane:kubernetes:Replica::infercrane-kept"
+
+
+def step(sequence: int, kind: str, op: str, urn: str) -> dict[str, Any]:
+    metadata = {"op": op, "urn": urn, "type": "infercrane:kubernetes:Replica", "old": None}
+    return {"sequence": sequence, "timestamp": 1796230077, kind: {"metadata": metadata}}
+
+
+def engine_line(value: dict[str, Any]) -> str:
+    """A line as the engine writes it: Go's encoder, no spaces."""
+    return json.dumps(value, separators=(",", ":")) + "\n"
+
+
+def test_only_same_steps_on_known_urns_are_recognized() -> None:
+    known = frozenset({KEPT})
+    diagnostic = {"urn": KEPT, "message": "warning", "color": "never", "severity": "warning"}
+    recognized = [
+        known_same_step(engine_line(value), known)
+        for value in (
+            step(1, "resourcePreEvent", "same", KEPT),
+            step(2, "resOutputsEvent", "same", KEPT),
+            step(3, "resourcePreEvent", "update", KEPT),
+            step(4, "resourcePreEvent", "same", KEPT + "-other"),
+            {"sequence": 5, "timestamp": 0, "diagnosticEvent": diagnostic},
+        )
+    ]
+    assert recognized == [True, True, False, False, False]
+    # Laid out otherwise than the engine writes (spaces): decoded, never guessed at.
+    assert not known_same_step(json.dumps(step(6, "resourcePreEvent", "same", KEPT)), known)
+    assert not known_same_step(engine_line(step(7, "resourcePreEvent", "same", KEPT)), frozenset())
+
+
+def test_same_steps_on_unread_urns_are_skipped_and_every_other_event_arrives(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "events.jsonl"
+    written = [
+        event(1),
+        step(2, "resourcePreEvent", "same", KEPT),
+        step(3, "resourcePreEvent", "create", KEPT + "-new"),
+        step(4, "resOutputsEvent", "same", KEPT),
+        event(5),
+    ]
+    log.write_text("".join(map(engine_line, written)), encoding="utf-8")
+    seen: list[int] = []
+    Tail(log, lambda e: seen.append(e.sequence), unread=frozenset({KEPT})).close()
+    assert seen == [1, 3, 5]

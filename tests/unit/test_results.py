@@ -353,3 +353,35 @@ def test_keys_a_run_deleted_itself_are_reported_once_after_the_engine_s() -> Non
     assert result.summary == Summary(add=0, change=0, destroy=2, same=1)
     noop = unchanged("up", "s", config, Applied(config.replicas, {}))
     assert with_deletions(noop, deleted[1:]).replicas == (*noop.replicas, orphan)
+
+
+def test_a_carried_key_whose_steps_were_not_read_is_same_with_its_applied_objects() -> None:
+    applied = {
+        "kept": (
+            AppliedObject("Deployment", naming.object_name("kept"), "d1", 1),
+            AppliedObject("Service", naming.object_name("kept"), "s1", None),
+        ),
+        # Read anyway (a caller that asked for every event): its steps decide.
+        "changed": (AppliedObject("Deployment", naming.object_name("changed"), "d9", 1),),
+    }
+    events = [
+        *both("update", "changed", "Deployment", old_uid="d2", new_uid="d2", diffs=["spec"]),
+        *both("same", "changed", "Service", old_uid="s2", new_uid="s2"),
+        *both("create", "added", "Deployment", old=False, new_uid="d3"),
+        *both("create", "added", "Service", old=False, new_uid="s3"),
+    ]
+    result = stack_result("up", "s", CONFIG, events, kept=applied)
+    without = stack_result("up", "s", CONFIG, events)
+    kept = result.replica("kept")
+    assert kept == KeyChange(
+        "kept",
+        "same",
+        (
+            ObjectChange("Deployment", naming.object_name("kept"), "same", uid="d1"),
+            ObjectChange("Service", naming.object_name("kept"), "same", uid="s1"),
+        ),
+        resource_id=naming.resource_id(CONFIG.kubernetes, "kept"),
+        endpoint=workloads.endpoint(CONFIG.kubernetes, CONFIG.replicas[0]),
+    )
+    assert result.replicas[1:] == without.replicas[1:]
+    assert result.summary == Summary(add=1, change=1, destroy=0, same=1)
