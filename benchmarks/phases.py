@@ -38,11 +38,12 @@ class Phases:
 
 
 def _marks(events: Sequence[tuple[float, auto.EngineEvent]]) -> tuple[float, float, float, int]:
-    """When the first and the last resource event and the summary reached the driver."""
+    """When the first and the last resource event and the summary reached the driver, and how
+    many resources the engine stepped (its summary's count: the driver does not read the
+    steps of the keys a run carries)."""
     steps = [t for t, e in events if e.resource_pre_event or e.res_outputs_event]
-    summary = next(t for t, e in events if e.summary_event)
-    pre = sum(1 for _, e in events if e.resource_pre_event)
-    return steps[0], steps[-1], summary, pre
+    [(summary, stepped)] = [(t, e.summary_event) for t, e in events if e.summary_event]
+    return steps[0], steps[-1], summary, sum(stepped.resource_changes.values())
 
 
 def profile(bench: Workbench, n: int) -> Phases:
