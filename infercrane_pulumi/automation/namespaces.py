@@ -56,7 +56,7 @@ class NamespaceStack:
     workspace: Path
     stack_name: str = ""  # default: the namespace (one stack per namespace)
     wait_seconds: float = 0.0
-    on_event: EventHandler | None = None
+    on_event: EventHandler | None = None  # the engine's events (``RunOptions.on_event``)
     # The rules every run is judged by (``infercrane:policy``; README, "Policy").
     policy: PolicySettings = field(default_factory=PolicySettings)
     # InferCrane's CrossGuard pack, run by the engine on every ensure (README, "Policy").

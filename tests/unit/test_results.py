@@ -361,7 +361,7 @@ def test_a_carried_key_whose_steps_were_not_read_is_same_with_its_applied_object
             AppliedObject("Deployment", naming.object_name("kept"), "d1", 1),
             AppliedObject("Service", naming.object_name("kept"), "s1", None),
         ),
-        # Read anyway (a caller that asked for every event): its steps decide.
+        # A key whose steps were read after all: its steps decide, not what was applied.
         "changed": (AppliedObject("Deployment", naming.object_name("changed"), "d9", 1),),
     }
     events = [
