@@ -94,7 +94,7 @@ class RunOptions:
 
     on_output: Printer | None = None  # the engine's own lines, for a terminal
     # Every engine event, as it happens, but the `same` steps of the keys a targeted run
-    # carries: verified unchanged, they start no engine work, as a verified no-op starts none.
+    # carries (verified unchanged, kept as applied; a verified no-op sends no event at all).
     on_event: EventHandler | None = None
     wait_seconds: float = 0.0  # how long a busy stack may be waited for
     refresh: bool = False  # refresh first whatever the drift probe says
