@@ -48,6 +48,7 @@ from pulumi import automation as auto
 
 from infercrane_pulumi import naming
 from infercrane_pulumi.automation import (
+    cliprocess,
     eventlog,
     leases,
     policypack,
@@ -75,7 +76,7 @@ from infercrane_pulumi.intents import KubernetesSettings, StackConfig
 from infercrane_pulumi.policy import rules
 from infercrane_pulumi.program import build_program, ownership_preflight
 
-Printer = Callable[[str], Any]
+Printer = cliprocess.Printer
 EventHandler = Callable[[auto.EngineEvent], Any]
 MAX_PROBLEMS = 10
 
@@ -92,7 +93,8 @@ _COMMANDS: Mapping[Operation, tuple[str, ...]] = {
 class RunOptions:
     """The one set of options every driver passes."""
 
-    on_output: Printer | None = None  # the engine's own lines, for a terminal
+    # The engine's own lines, for a terminal; without it the CLI keeps no display (``cliprocess``).
+    on_output: Printer | None = None
     # Every engine event, as it happens, but the `same` steps of the keys a targeted run
     # carries (verified unchanged, kept as applied; a verified no-op sends no event at all).
     on_event: EventHandler | None = None
@@ -291,9 +293,10 @@ def _attempt(
     variables: Mapping[str, str] | None = None,
 ) -> None:
     """One engine run through the Pulumi CLI, the program served from this process
-    (``programhost``), its events read from its event log. The CLI is called directly: the
-    Automation API's ``Stack.up`` and friends read the stack's outputs (twice) and its history
-    after every run, three more CLI processes this path never uses. ``variables``: more
+    (``programhost``), its events read from its event log. The CLI is called directly
+    (``cliprocess``): the Automation API's ``Stack.up`` and friends read the stack's outputs
+    (twice) and its history after every run, three more CLI processes this path never uses,
+    and keep all the CLI prints in memory. ``variables``: more
     environment for the CLI and its plugins."""
     pack = options.policy_pack
     if operation == "up" and pack is not None:
@@ -358,8 +361,12 @@ def _attempt(
                 *("--color", "never", "--event-log", str(event_log), "--stack", stack.name),
             ]
             try:
-                workspace.pulumi_command.run(
-                    command, workspace.work_dir, environment, options.on_output
+                cliprocess.run(
+                    workspace.pulumi_command,
+                    command,
+                    workspace.work_dir,
+                    environment,
+                    options.on_output,
                 )
             except auto.errors.CommandError as error:
                 tail.close()  # every diagnostic read before deciding what failed

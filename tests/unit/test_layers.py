@@ -62,6 +62,7 @@ RANKS = {
     "automation.targets": 11,
     "automation.programhost": 11,
     "automation.environment": 12,
+    "automation.cliprocess": 12,
     "automation.eventlog": 12,
     "automation.checkpoints": 12,
     "automation.locks": 12,
@@ -88,6 +89,7 @@ DOORS = {
     "grpc": {"automation.programhost"},
     "pulumi.automation": {
         "automation",
+        "automation.cliprocess",
         "automation.environment",
         "automation.eventlog",
         "automation.locks",
