@@ -4,6 +4,7 @@ terminal or nowhere, and its failures classified as the SDK classifies them."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -37,7 +38,9 @@ STAND_IN = textwrap.dedent(
 
 
 @pytest.fixture
-def pulumi(tmp_path: Path) -> auto.PulumiCommand:
+def pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> auto.PulumiCommand:
+    for name in [name for name in os.environ if name.startswith("PULUMI_")]:
+        monkeypatch.delenv(name)  # only what the run sets reaches the stand-in
     bin_dir = tmp_path / "cli" / "bin"
     bin_dir.mkdir(parents=True)
     script = bin_dir / "pulumi"
