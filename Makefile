@@ -25,7 +25,8 @@ demo: venv $(if $(KSERVE),tools,base-tools) host-packages
 
 ## test: lint, type-check, go test of hack/tools, unit tests, the dev tools' tests, then
 ## real-engine conformance on the local control plane (and its real node)
-## (hack/test.sh: KServe's toolchain family builds in the background meanwhile)
+## (hack/test.sh: KServe's, Kind's and the newest Pulumi CLI's toolchain families build in the
+## background meanwhile)
 test: venv policy-venv base-tools host-packages
 	PYTEST_ARGS='$(PYTEST_ARGS)' hack/test.sh
 
@@ -99,9 +100,11 @@ host-packages:
 tools:
 	hack/tools/build.sh
 
-## base-tools: all of it but KServe's controller, which only its scenarios and `up --kserve` need
+## base-tools: all of it but KServe's controller and Kind's tools (kind, CoreDNS), which only
+## their scenarios, `up --kserve` and `python -m infercrane_dev.kind` need, and the newest Pulumi
+## CLI, which only the engine-contract cases on it need (make test builds them in the background)
 base-tools:
-	hack/tools/build.sh --without kserve
+	hack/tools/build.sh --without kserve,kind,coredns,pulumi-newest
 
 venv: $(VENV)/.installed
 

@@ -45,6 +45,7 @@ def lifecycle(bench: Workbench, progress: Progress, n: int, rep: int) -> dict[st
         | {
             OBJECTS_ENV: str(objects),
             CONTEXT_ENV: settings.context,
+            "KUBECONFIG": str(bench.env.kubeconfig),
             NAMESPACE_ENV: settings.namespace,
             "PYTHONPATH": str(REPO_ROOT),
         }

@@ -20,8 +20,9 @@ from kubernetes.client import ApiClient
 
 from benchmarks import scenario
 from infercrane_dev import DEPLOY_DIR, REPO_ROOT
-from infercrane_dev.localcluster import LocalControlPlane, find_binary
+from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
+from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi import automation, kinds
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
 from infercrane_pulumi.intents import KubernetesSettings

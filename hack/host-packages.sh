@@ -3,7 +3,8 @@
 #
 # The local control plane's real node runs containers with runc and programs Services with
 # iptables; the shared-state tests, `make demo BACKEND=postgres` and `make bench` start
-# throwaway PostgreSQL servers (initdb per session) from Debian's postgresql-15. All come from
+# throwaway PostgreSQL servers (initdb per session) from Debian's postgresql-15; the Kind test
+# runs Kind on Debian's docker.io, and builds its node image's rootfs with debootstrap. All come from
 # Debian, pinned here. Installs only what is missing, quietly; does nothing (exit 0) when not
 # root or not on Debian 12, because then the real node cannot run anyway and those tests skip
 # with the reason. `make test`, `make demo` and .ci/run call it.
@@ -20,6 +21,11 @@ PACKAGES=(
   libpq5=15.18-0+deb12u1
   postgresql-client-15=15.18-0+deb12u1
   postgresql-15=15.18-0+deb12u1  # initdb, postgres (/usr/lib/postgresql/15/bin)
+  # Kind (infercrane_dev/kind): a dockerd our tooling starts and stops itself (never a service;
+  # its containerd is the one it supervises), and debootstrap for the node image's base rootfs.
+  containerd=1.6.20~ds1-1+deb12u3
+  docker.io=20.10.24+dfsg1-1+deb12u1+b6
+  debootstrap=1.0.128+nmu2+deb12u2
 )
 # Debian creates and starts a "main" cluster when the server package is installed, unless
 # postgresql-common's createcluster.conf says not to; the tests need none.
@@ -55,6 +61,14 @@ for spec in "${missing[@]}"; do
   fi
 done
 install() { apt-get install -y -qq --no-install-recommends "$@" >/dev/null; }
+# No package may start its service (docker.io's would make docker0 and iptables rules, and hold
+# /run/containerd): where the machine has no policy-rc.d saying so, one is in place meanwhile.
+POLICY=/usr/sbin/policy-rc.d
+if [[ ! -e $POLICY ]]; then
+  printf '#!/bin/sh\nexit 101\n' >"$POLICY"
+  chmod 0755 "$POLICY"
+  trap 'rm -f "$POLICY"' EXIT
+fi
 if [[ " ${missing[*]} " == *" postgresql-common="* ]]; then
   mapfile -t common < <(printf '%s\n' "${PACKAGES[@]}" | grep '^postgresql-\(client-\)\?common=')
   install "${common[@]}"

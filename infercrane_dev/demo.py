@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from infercrane_dev import DEPLOY_DIR, REPO_ROOT
-from infercrane_dev.localcluster import LocalControlPlane, find_binary
+from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.localcluster.hostchecks import unavailable
 from infercrane_dev.localcluster.nodepools import NodePool
 from infercrane_dev.localcluster.realnodes import RealNodeSpec
 from infercrane_dev.localcluster.state import save_state
 from infercrane_dev.statestores import postgres
+from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi import automation, views, workloads
 from infercrane_pulumi.cluster import client, doctor, observe
 from infercrane_pulumi.config_files import load_stack_file, stack_file

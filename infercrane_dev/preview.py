@@ -22,8 +22,9 @@ from typing import Any
 import yaml
 
 from infercrane_dev import DEPLOY_DIR, REPO_ROOT
-from infercrane_dev.localcluster import LocalControlPlane, find_binary
+from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
+from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi import automation, cli
 from infercrane_pulumi.automation.project import write_project
 from infercrane_pulumi.config_files import parse_stack_text, stack_file
@@ -84,7 +85,8 @@ def run(*, stack: str, base: str | None) -> int:
                     "--format",
                     "markdown",
                 ],
-                environ=env.variables() | {"INFERCRANE_TOOLS_BIN": str(env.bin_dir)},
+                environ=env.variables()
+                | {"INFERCRANE_TOOLS_BIN": str(env.bin_dir), "KUBECONFIG": str(env.kubeconfig)},
                 stdout=comment,
             )
         sys.stdout.write(comment.getvalue())

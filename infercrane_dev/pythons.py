@@ -138,7 +138,10 @@ def prove(variant: Variant, python: str, wheel: Path, pytest_args: Sequence[str]
         return time.monotonic() - started
     pytest = [py, "-m", "pytest", "-p", "no:cacheprovider"]
     _run([*pytest, "-q", "tests/unit"], cwd=ROOT)
-    _run([*pytest, "-rs", "-m", "pythons", "tests/conformance", *pytest_args], cwd=ROOT)
+    # On the pinned Pulumi CLI: the newest one's build may still run (hack/test.sh), and the
+    # engine's contracts do not depend on the Python running the driver.
+    selection = "pythons and not newest_cli"
+    _run([*pytest, "-rs", "-m", selection, "tests/conformance", *pytest_args], cwd=ROOT)
     return time.monotonic() - started
 
 

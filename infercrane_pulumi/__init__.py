@@ -3,5 +3,3 @@
 One durable replica intent becomes one ``ReplicaComponent`` owning either a Deployment + Service
 or one KServe InferenceService; one Pulumi stack per namespace.
 """
-
-__version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """The driver's word to the program: these keys are verified unchanged and left out of the run.
 
-A run that works on some keys while the others are verified unchanged (``cluster.unchanged``)
+A run that works on some keys while the others are verified unchanged (``cluster.verdict``)
 targets only the keys it works on (``automation.targets``). The engine keeps every untargeted
 resource that the program does not register exactly as the state holds it, so the program need
 not register the verified keys at all; registering them was most of a run's cost in a big stack

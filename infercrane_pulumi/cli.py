@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from infercrane_pulumi import manifests, views, workloads
+from infercrane_pulumi import kubeconfigs, manifests, views, workloads
 from infercrane_pulumi.automation import (
     EnvironmentFlags,
     Operation,
@@ -94,7 +94,8 @@ def render(args: argparse.Namespace, ctx: Context) -> views.Result:
 
 def run_doctor(args: argparse.Namespace, ctx: Context) -> views.Result:
     config = _config(args)
-    rows = doctor.doctor(ctx.connect(config.kubernetes), config.kubernetes)
+    settings = kubeconfigs.resolved(config.kubernetes, kubeconfigs.from_environment(ctx.environ))
+    rows = doctor.doctor(ctx.connect(settings), config.kubernetes)
     bin_dir, pulumi_home = pulumi_paths(EnvironmentFlags(), ctx.environ)
     rows += pairing.rows(pairing.installed(bin_dir, pulumi_home, ctx.environ.get("PATH", "")))
     header, table = views.doctor_table(rows)

@@ -10,6 +10,7 @@ objects and never reads the cluster.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -19,6 +20,7 @@ from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.records import KeyRecord, ObjectRecord
 
 # The pulumi-kubernetes plugin the program asks for, whichever SDK of the supported range is
 # installed (an SDK asks for its own version otherwise): the one hack/tools builds and the
@@ -27,27 +29,38 @@ PLUGIN_VERSION = "4.25.0"
 
 
 def stack_provider(settings: KubernetesSettings) -> k8s.Provider:
-    """The stack's only provider: explicit context and namespace, server-side apply on."""
-    kubeconfig = None if settings.kubeconfig is None else pulumi.Output.secret(settings.kubeconfig)
+    """The stack's only provider: explicit kubeconfig, context and namespace, server-side apply
+    on. The SDK defaults every input it is not given from the serving process's environment
+    (``KUBECONFIG``, ``PULUMI_K8S_*``), and the program runs in a driver's process, whose
+    environment is not the run's: each such input is given, the others at the plugin's own
+    defaults."""
+    assert settings.kubeconfig is not None, "the run's kubeconfig is resolved first"
     return k8s.Provider(
         naming.provider_name(settings),
         context=settings.context,
         namespace=settings.namespace,
-        kubeconfig=kubeconfig,
+        kubeconfig=pulumi.Output.secret(settings.kubeconfig),
         # A new kubeconfig (rotated credentials, another path) must not replace every object;
         # only a different context means a different cluster.
         cluster_identifier=settings.context,
         enable_server_side_apply=True,
+        delete_unreachable=False,
+        skip_update_unreachable=False,
+        enable_config_map_mutable=False,
+        enable_secret_mutable=False,
+        suppress_deprecation_warnings=False,
+        suppress_helm_hook_warnings=False,
         opts=pulumi.ResourceOptions(version=PLUGIN_VERSION),
     )
 
 
 class ReplicaComponent(pulumi.ComponentResource):
-    """One replica intent: the objects its workload API builds, parented to it."""
+    """One replica intent: the objects its workload API built for it (``objects``, rendered
+    once for the run: ``workloads.render``), parented to it."""
 
     resource_id: str
     endpoint: str
-    objects: list[pulumi.Output[dict[str, object]]]
+    objects: list[pulumi.Output[ObjectRecord[Any]]]
     intent: dict[str, object]
 
     def __init__(
@@ -55,14 +68,14 @@ class ReplicaComponent(pulumi.ComponentResource):
         *,
         settings: KubernetesSettings,
         intent: ReplicaIntent,
+        objects: Sequence[Manifest],
         provider: k8s.Provider,
-        stack: str,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         name = naming.object_name(intent.external_key)
         super().__init__(naming.REPLICA_TYPE, name, None, opts)
         child_opts = pulumi.ResourceOptions(parent=self, provider=provider, retain_on_delete=True)
-        desired = workloads.replica_objects(settings, intent, stack=stack)
+        desired = list(objects)
         self.children = [
             pulumi.CustomResource(
                 KINDS[obj["kind"]].pulumi_type,
@@ -84,23 +97,24 @@ class ReplicaComponent(pulumi.ComponentResource):
         self.intent = intent.model_dump(mode="json", by_alias=True)
         self.register_outputs(self.outputs())
 
-    def outputs(self) -> dict[str, object]:
-        return {
-            "resourceId": self.resource_id,
-            "endpoint": self.endpoint,
-            "objects": self.objects,
-            "intent": self.intent,
-        }
+    def outputs(self) -> KeyRecord[pulumi.Output[ObjectRecord[Any]]]:
+        """This key's record in the stack's outputs (``records``)."""
+        return KeyRecord(
+            resourceId=self.resource_id,
+            endpoint=self.endpoint,
+            objects=self.objects,
+            intent=self.intent,
+        )
 
 
-def _as_applied(obj: Manifest, child: pulumi.CustomResource) -> pulumi.Output[dict[str, object]]:
+def _as_applied(obj: Manifest, child: pulumi.CustomResource) -> pulumi.Output[ObjectRecord[Any]]:
     """The object's kind and name, and the uid and generation the apply left it with."""
     live: pulumi.Output[Any] = child.metadata  # type: ignore[attr-defined]
     return live.apply(
-        lambda meta: {
-            "kind": obj["kind"],
-            "name": obj["metadata"]["name"],
-            "uid": (meta or {}).get("uid"),
-            "generation": (meta or {}).get("generation"),
-        }
+        lambda meta: ObjectRecord(
+            kind=obj["kind"],
+            name=obj["metadata"]["name"],
+            uid=(meta or {}).get("uid"),
+            generation=(meta or {}).get("generation"),
+        )
     )

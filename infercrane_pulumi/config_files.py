@@ -1,17 +1,20 @@
-"""Stack files: where a project keeps them, reading one (from disk or a git revision), and
-the refusal of kubeconfig contents in plain text. The document's ``config`` section goes
+"""Stack files: where a project keeps them, reading one (from disk or a git revision), writing
+one (every writer's one way: ``write_config``), and the refusal of kubeconfig contents in plain
+text. The document's ``config`` section goes
 through ``config_rules.parse_stack_config`` like every other configuration.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from infercrane_pulumi import naming
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import (
@@ -19,7 +22,6 @@ from infercrane_pulumi.intents import (
     POLICY_KEY,
     REPLICAS_KEY,
     SET_KUBECONFIG_SECRET,
-    PolicySettings,
     StackConfig,
 )
 from infercrane_pulumi.validators import is_kubeconfig_contents
@@ -93,11 +95,39 @@ def plain_kubeconfig_problems(kubernetes: Any, *, secret: bool) -> list[str]:
     ]
 
 
-def put_policy(section: MutableMapping[str, Any], policy: PolicySettings) -> None:
-    """Hold ``policy`` in a stack file's ``config`` section as a person would write it: the
-    fields that differ from the defaults, and no entry at all for the default policy."""
-    record = policy.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+def kubeconfig_entry(path: Path) -> Any:
+    """The kubeconfig entry of the stack file at ``path`` as the file holds it (None: none)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    section = (load_document(text) or {}).get("config") or {}
+    return (section.get(KUBERNETES_KEY) or {}).get("kubeconfig")
+
+
+def write_config(path: Path, config: StackConfig, *, kubeconfig: Any = None) -> None:
+    """Hold ``config`` in the stack file at ``path``, the one writer of stack files: its
+    settings (``naming.settings_record``: no kubeconfig) with ``kubeconfig`` as the file's entry
+    (a path, or Pulumi's ``secure:`` value as the file held it; None: none), its intents and
+    its policy, everything else of the document kept (the encryption salt). Written aside and
+    renamed, and only when it changes."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    document = load_document(text) or {}
+    section = document.setdefault("config", {})
+    settings = naming.settings_record(config.kubernetes)
+    if kubeconfig is not None:
+        settings["kubeconfig"] = kubeconfig
+    section[KUBERNETES_KEY] = settings
+    section[REPLICAS_KEY] = [
+        intent.model_dump(mode="json", by_alias=True) for intent in config.replicas
+    ]
+    record = config.policy.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    # As a person would write it: the fields that differ from the defaults, no entry at all for
+    # the default policy.
     if record:
         section[POLICY_KEY] = record
     else:
         section.pop(POLICY_KEY, None)
+    updated = dump_document(document)
+    if updated != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(updated, encoding="utf-8")
+        partial.replace(path)

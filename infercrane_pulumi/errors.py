@@ -111,6 +111,14 @@ class RunFailedError(InferCraneError):
     code = "pulumi-run-failed"
 
 
+class EngineUnsupportedError(InferCraneError):
+    """The Pulumi CLI wrote something InferCrane reads in a form it does not know (one of the
+    engine's private behaviours changed with its version: ``automation.engine``); nothing was
+    decided from it. Permanent: another CLI version is needed."""
+
+    code = "pulumi-unsupported"
+
+
 class DamagedStateError(InferCraneError):
     """The stack's state in the backend is not what InferCrane writes; nothing was changed."""
 
@@ -143,6 +151,7 @@ ERRORS: Mapping[str, type[InferCraneError]] = {
         BackendRefusedError,
         StackBusyError,
         RunFailedError,
+        EngineUnsupportedError,
         DamagedStateError,
         InternalError,
     )
@@ -164,6 +173,7 @@ EXIT_CODES: Mapping[str, int] = {
     BackendRefusedError.code: EXIT_FAILED,
     StackBusyError.code: EXIT_BUSY,
     RunFailedError.code: EXIT_FAILED,
+    EngineUnsupportedError.code: EXIT_FAILED,
     DamagedStateError.code: EXIT_FAILED,
     InternalError.code: EXIT_FAILED,
 }

@@ -1,38 +1,44 @@
 """The Pulumi program: one ``build_program`` for the CLI (``pulumi up``) and the Automation API.
 
-It reads and validates the whole stack configuration first, then applies its policy (a
-mandatory rule broken refuses the run, an advisory one is a warning), then runs the ownership
-preflight, and only then registers the provider and the components, so an invalid
-configuration, a policy violation or a foreign object means zero registered resources and zero
-writes. ``pulumi up`` runs it in a process of its own (``main``); every driver serves it from
-its own process (``automation.programhost``), handing it what it checked and what it carries:
-a key the driver verified unchanged and left out of a targeted run (``carried``) is exported as
-the stack recorded it, not registered. A refusal is reported twice: as the error itself to the
-driver that serves the program (``report``) and as the run's error text (for people running
-``pulumi up``).
+It reads and validates the whole stack configuration first, then judges it (``Judge``): renders
+its objects once, applies its policy (a mandatory rule broken refuses the run, an advisory one
+is a warning) and runs the ownership preflight; only then does it register the provider and the
+components, so an invalid configuration, a policy violation or a foreign object means zero
+registered resources and zero writes. ``pulumi up`` runs it in a process of its own (``main``:
+``judged``); every driver serves it from its own process (``automation.engine``), handing it
+what it judged for exactly that configuration (``served``: the objects it rendered, checked and
+judged, on the API server it checked) and what it carries: a key the driver verified unchanged
+and left out of a targeted run (``carried``) is exported as the stack recorded it, not
+registered. A refusal is reported twice: as the error itself to the driver that serves the
+program (``report``) and as the run's error text (for people running ``pulumi up``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pulumi
 
-from infercrane_pulumi import naming, preflighted
+from infercrane_pulumi import kubeconfigs, naming, preflighted, records, workloads
 from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
 from infercrane_pulumi.config_files import plain_kubeconfig_problems
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError, InferCraneError
 from infercrane_pulumi.intents import CONFIG_NAMESPACE, KUBERNETES_KEY, StackConfig
-from infercrane_pulumi.policy.rules import enforce
+from infercrane_pulumi.policy.rules import Finding, enforce
 
-Preflight = Callable[[StackConfig], None]
+# What judges a configuration before anything is registered: the objects to register, or a
+# refusal raised.
+Judge = Callable[[StackConfig], "workloads.Rendered"]
+Preflight = Callable[["workloads.Rendered"], None]
 Report = Callable[[InferCraneError], None]
 HOST_CONFIG_FILE_ENV = "INFERCRANE_PULUMI_CONFIG_FILE"
+# pulumi-kubernetes reads it from its own environment and forces every apply when "true".
+PATCH_FORCE = "PULUMI_K8S_ENABLE_PATCH_FORCE"
 
 
 def config_from_pulumi() -> StackConfig:
@@ -60,40 +66,84 @@ def describe(error: InferCraneError) -> str:
 
 
 def build_program(
-    preflight: Preflight, *, carried: Carried | None = None, report: Report | None = None
+    judge: Judge,
+    *,
+    kubeconfig: Path | str | None,
+    carried: Carried | None = None,
+    report: Report | None = None,
 ) -> Callable[[], None]:
-    """The program: ``preflight`` before any registration, ``carried`` keys exported as
-    recorded, and every refusal handed to ``report`` before it fails the run."""
+    """The program: ``judge`` before any registration, then its objects registered, the
+    ``carried`` keys exported as recorded, and every refusal handed to ``report`` before it
+    fails the run. ``kubeconfig``: the one its driver gives a stack that names none
+    (``kubeconfigs.resolved``), for this run alone: several runs are served from one process
+    at once."""
 
     def program() -> None:
         try:
-            config = config_from_pulumi()
-            for finding in enforce(config):
-                pulumi.log.warn(f"[policy {finding.rule}] {finding.message}")
-            preflight(config)
+            config = kubeconfigs.for_run(config_from_pulumi(), kubeconfig)
+            rendered = judge(config)
         except InferCraneError as error:
             if report is not None:
                 report(error)
             raise pulumi.RunError(describe(error)) from error
         provider = stack_provider(config.kubernetes)
-        stack = stack_identity()
         kept = {} if carried is None else carried.records_for(config)
         replicas = {
             intent.external_key: kept[intent.external_key]
             if intent.external_key in kept
             else ReplicaComponent(
-                settings=config.kubernetes, intent=intent, provider=provider, stack=stack
+                settings=config.kubernetes,
+                intent=intent,
+                objects=rendered.objects[intent.external_key],
+                provider=provider,
             ).outputs()
             for intent in config.replicas
         }
-        pulumi.export("namespace", config.kubernetes.namespace)
-        pulumi.export("workloadApi", config.kubernetes.workload_api)
+        pulumi.export(records.NAMESPACE_OUTPUT, config.kubernetes.namespace)
+        pulumi.export(records.WORKLOAD_API_OUTPUT, config.kubernetes.workload_api)
         # What was applied, but the credentials: a ``remove`` or an observation from any
         # process judges against it, never against a file's pending edits.
-        pulumi.export(naming.SETTINGS_OUTPUT, naming.settings_record(config.kubernetes))
-        pulumi.export("replicas", replicas)
+        pulumi.export(records.SETTINGS_OUTPUT, naming.settings_record(config.kubernetes))
+        pulumi.export(records.REPLICAS_OUTPUT, replicas)
 
     return program
+
+
+def judged(preflight: Preflight) -> Judge:
+    """A configuration judged here, as a program run by hand judges it: its objects rendered
+    for this stack, its policy (an advisory finding is a warning), then ``preflight``."""
+
+    def judge(config: StackConfig) -> workloads.Rendered:
+        rendered = workloads.render(config, stack=stack_identity())
+        warn(enforce(rendered))
+        preflight(rendered)
+        return rendered
+
+    return judge
+
+
+def served(
+    checked: preflighted.Checked, rendered: workloads.Rendered, findings: Sequence[Finding]
+) -> Judge:
+    """What the driver serving the program judged: its ``rendered`` objects, for exactly the
+    configuration it ``checked``, on the API server it checked, and its advisory policy
+    ``findings`` (warnings in the run's display, as a person's run shows them). A provider
+    bound for another server is refused before anything is registered; another configuration
+    (none, as the driver hands over what it checked) is judged here as a person's run is."""
+
+    def judge(config: StackConfig) -> workloads.Rendered:
+        reached = kubeconfigs.identity(config.kubernetes)
+        if reached != checked.cluster:
+            raise ConfigError(
+                f"{KUBERNETES_KEY}.kubeconfig: the provider would reach {reached}, but this "
+                f"run's checks read {checked.cluster}; nothing was written"
+            )
+        if checked.digest != preflighted.digest(config):
+            return judged(ownership_preflight)(config)
+        warn(findings)
+        return rendered
+
+    return judge
 
 
 def load_host_config(environ: Mapping[str, str] = os.environ) -> None:
@@ -109,33 +159,46 @@ def load_host_config(environ: Mapping[str, str] = os.environ) -> None:
         pulumi.runtime.set_all_config(document["config"], document["secretKeys"])
 
 
-def ownership_preflight(checked: str | None = None) -> Preflight:
-    """The ownership rule against the configured cluster (``cluster.ownership``), unless
-    ``checked`` is the digest of exactly this configuration (``preflighted``: the driver serving
-    the program ran it); an update (not a preview) also deletes what the stack no longer holds.
-    A stack emptied of intents is checked too: it still deletes what it applied."""
+def warn(findings: Sequence[Finding]) -> None:
+    """Advisory policy findings as the engine's warnings, for a person watching the run."""
+    for finding in findings:
+        pulumi.log.warn(f"[policy {finding.rule}] {finding.message}")
 
-    def preflight(config: StackConfig) -> None:
-        if checked == preflighted.digest(config):
-            return
-        # Only here: the Kubernetes client is a second of a `pulumi up`'s start.
-        from infercrane_pulumi.cluster import client, ownership
 
-        ownership.guard(
-            client.connect(config.kubernetes),
-            config,
-            stack=stack_identity(),
-            deleting=not pulumi.runtime.is_dry_run(),
-        )
+def ownership_preflight(rendered: workloads.Rendered) -> None:
+    """The ownership rule against the configured cluster (``cluster.ownership``); an update
+    (not a preview) also deletes what the stack no longer holds. A stack emptied of intents is
+    checked too: it still deletes what it applied."""
+    # Only here: the Kubernetes client is a second of a `pulumi up`'s start.
+    from infercrane_pulumi.cluster import client, ownership
 
-    return preflight
+    settings = rendered.config.kubernetes
+    ownership.guard(client.connect(settings), rendered, deleting=not pulumi.runtime.is_dry_run())
 
 
 def stack_identity() -> str:
     return naming.stack_identity(pulumi.get_project(), pulumi.get_stack())
 
 
-def main() -> None:
-    """The program as ``pulumi up`` runs it: preflight against the configured cluster."""
-    load_host_config()
-    build_program(ownership_preflight())()
+def main(environ: Mapping[str, str] = os.environ) -> None:
+    """The program as ``pulumi up`` runs it: preflight against the configured cluster, through
+    the kubeconfig the stack names, else the one ``pulumi``'s own environment names, as kubectl
+    reads it."""
+    load_host_config(environ)
+
+    def preflight(rendered: workloads.Rendered) -> None:
+        unforced(environ)
+        ownership_preflight(rendered)
+
+    build_program(judged(preflight), kubeconfig=kubeconfigs.from_environment(environ))()
+
+
+def unforced(environ: Mapping[str, str]) -> None:
+    """Refuse an environment that makes the provider plugin force its applies over other field
+    managers: a person's ``pulumi up`` runs the plugin in its own environment (the drivers start
+    it without the variable: ``automation.engine.process``)."""
+    if environ.get(PATCH_FORCE) == "true":
+        raise ConfigError(
+            f"{PATCH_FORCE}=true makes pulumi-kubernetes force its applies over other field "
+            "managers, which InferCrane never does: unset it"
+        )

@@ -5,7 +5,7 @@ Handlers of the command line return a ``Result``; ``emit``/``emit_error`` are th
 are given. The JSON shapes are the ones ``schemas/`` describes, so a control plane in any
 language can rely on them; a stack's change has one (``review.comments.stack_json``), whatever
 command made it. Progress lines carry the engine's diagnostics sanitized as the run's errors
-are (``run.sanitized``).
+are (``failures.sanitized``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any, TextIO
 
 from pydantic.alias_generators import to_camel
 
+from infercrane_pulumi.automation.failures import sanitized
 from infercrane_pulumi.automation.results import EngineEvent, StackResult, step_of
-from infercrane_pulumi.automation.run import sanitized
 from infercrane_pulumi.cluster.doctor import DoctorRow
 from infercrane_pulumi.cluster.observe import ReplicaObservation, conditions_summary
 from infercrane_pulumi.errors import InferCraneError

@@ -143,6 +143,12 @@ WORKLOAD_APIS: Mapping[WorkloadApiName, WorkloadApi] = {
 }
 
 
+# Every kind any workload API owns: what a stack may hold, whichever API it used.
+OWNED_KINDS: tuple[Kind, ...] = tuple(
+    dict.fromkeys(kind for api in WORKLOAD_APIS.values() for kind in api.kinds)
+)
+
+
 def workload_api(settings: KubernetesSettings) -> WorkloadApi:
     return WORKLOAD_APIS[settings.workload_api]
 
@@ -157,12 +163,35 @@ def endpoint(settings: KubernetesSettings, intent: ReplicaIntent) -> str:
     return workload_api(settings).endpoint(settings, intent)
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A stack's objects, rendered once for a run: each key's, as its workload API builds them,
+    marked with the identity of the stack applying them (``stack``). The run's policy, its
+    verdict over the cluster and the program it serves all take them from here."""
+
+    config: StackConfig
+    stack: str | None
+    objects: Mapping[str, tuple[Manifest, ...]]  # per external key, in ``kinds`` order
+
+    def all(self) -> list[Manifest]:
+        """Every object, sorted by name then kind (the order ``render`` prints)."""
+        found = [obj for objects in self.objects.values() for obj in objects]
+        return sorted(found, key=lambda obj: (obj["metadata"]["name"], obj["kind"]))
+
+
+def render(config: StackConfig, *, stack: str | None) -> Rendered:
+    """``config``'s objects; ``stack``: the identity of the stack applying them
+    (``naming.stack_identity``; None: unmarked, as ``render`` prints them)."""
+    return Rendered(
+        config,
+        stack,
+        {
+            intent.external_key: tuple(replica_objects(config.kubernetes, intent, stack=stack))
+            for intent in config.replicas
+        },
+    )
+
+
 def stack_objects(config: StackConfig, *, stack: str | None = None) -> list[Manifest]:
-    """Every object of the stack, sorted by name then kind (the order ``render`` prints);
-    ``stack``: the identity of the stack applying them (``naming.stack_identity``)."""
-    objects = [
-        obj
-        for intent in config.replicas
-        for obj in replica_objects(config.kubernetes, intent, stack=stack)
-    ]
-    return sorted(objects, key=lambda obj: (obj["metadata"]["name"], obj["kind"]))
+    """Every object of the stack (``render``), sorted by name then kind."""
+    return render(config, stack=stack).all()

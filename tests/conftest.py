@@ -1,22 +1,44 @@
 """Suite-wide rules: conformance tests (real binaries, a real API server) get a long timeout;
 every other test keeps the short default from pyproject.toml. And what the suite proves is the
-path users take: every engine operation of every test goes through the one run path
-(``infercrane_pulumi.automation.run``), or the test fails."""
+path users take: every Pulumi engine operation any test, dev helper or benchmark helper starts
+in this process goes through the one run path (``infercrane_pulumi.automation.run``), whatever
+starts the process (``subprocess.Popen`` is what every other way ends in), or the test fails.
+A person's ``pulumi up`` is one exception: it runs a project that holds its own program
+(``__main__.py``), which no driver's workspace does (``automation.project``). The other is a
+stand-in ``pulumi`` that the tests of the engine's door start through it on purpose, each named
+by ``stand_in_cli``: no engine runs there."""
 
 from __future__ import annotations
 
-import functools
+import os
+import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from pulumi import automation as auto
 
 RUN_PATH = "infercrane_pulumi.automation.run"
 ENGINE_OPERATIONS = ("up", "preview", "destroy", "refresh")
 
 CONFORMANCE_TIMEOUT_SECONDS = 600
+_STAND_INS: set[Path] = set()
+
+
+def stand_in_cli(script: Path) -> Path:
+    """Name ``script`` a stand-in ``pulumi`` (it runs no engine), which the guard lets start."""
+    _STAND_INS.add(script.resolve())
+    return script
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Beside pyproject's markers: the newest CLI's cases (tests/conformance/harness.py).
+    config.addinivalue_line(
+        "markers",
+        "newest_cli: runs on the newest Pulumi CLI, whose toolchain family make test builds in "
+        "the background (hack/test.sh)",
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -25,23 +47,52 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(CONFORMANCE_TIMEOUT_SECONDS))
 
 
-def _only_from_the_run_path(run: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(run)
-    def guarded(self: Any, args: list[str], *rest: Any, **kwargs: Any) -> Any:
-        verb = next((arg for arg in args if not arg.startswith("-")), None)
-        if verb in ENGINE_OPERATIONS:
-            caller = sys._getframe(1).f_globals.get("__name__")
-            assert caller == RUN_PATH, f"pulumi {verb} started from {caller}"
-        return run(self, args, *rest, **kwargs)
+def engine_operation(args: Any) -> str | None:
+    """The engine operation a command line starts (``pulumi up …``), or None."""
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+    if not argv or Path(os.fsdecode(argv[0])).name != "pulumi":
+        return None
+    verb = next((os.fsdecode(a) for a in argv[1:] if not os.fsdecode(a).startswith("-")), None)
+    return verb if verb in ENGINE_OPERATIONS else None
 
-    return guarded
+
+def _stand_in(args: Any) -> bool:
+    return Path(os.fsdecode(next(iter(args)))).resolve() in _STAND_INS
+
+
+def by_a_person(cwd: Any) -> bool:
+    """Whether the project in ``cwd`` holds its own program, as a person's does."""
+    return cwd is not None and (Path(os.fsdecode(cwd)) / "__main__.py").is_file()
+
+
+def outside_the_run_path(args: Any, cwd: Any) -> str | None:
+    """Why starting ``args`` in ``cwd`` breaks the rule (None: it does not)."""
+    verb = engine_operation(args)
+    if verb is None or by_a_person(cwd) or _stand_in(args):
+        return None
+    frame = sys._getframe(1)
+    callers = []
+    while frame is not None:
+        callers.append(frame.f_globals.get("__name__"))
+        frame = frame.f_back  # type: ignore[assignment]
+    if RUN_PATH in callers:
+        return None
+    # Named by the first caller that is not a way to start a process.
+    plumbing = (__name__, "subprocess", "pulumi.", "asyncio.")
+    starter = next((c for c in callers if c and not c.startswith(plumbing)), None)
+    return f"pulumi {verb} started outside the run path, from {starter}"
 
 
 @pytest.fixture(autouse=True, scope="session")
 def engine_operations_only_through_the_run_path() -> Iterator[None]:
-    """Every Pulumi CLI process the suite starts for an engine operation comes from the run
-    path (``auto.Stack.up`` and friends, too, end in ``PulumiCommand.run``)."""
-    original = auto.PulumiCommand.run
-    auto.PulumiCommand.run = _only_from_the_run_path(original)  # type: ignore[method-assign]
+    original = subprocess.Popen.__init__
+
+    def guarded(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        broken = outside_the_run_path(args, kwargs.get("cwd"))
+        if broken is not None:
+            raise AssertionError(broken)
+        original(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = guarded  # type: ignore[method-assign]
     yield
-    auto.PulumiCommand.run = original  # type: ignore[method-assign]
+    subprocess.Popen.__init__ = original  # type: ignore[method-assign]

@@ -11,6 +11,9 @@
 #                                  (maintainers, after a version bump); builds nothing
 #   hack/tools/build.sh --vet      `go vet` the wrapper modules that hold Go code (make lint)
 #   hack/tools/build.sh --test     `go test` the wrapper modules that hold Go tests (make test)
+#   hack/tools/build.sh --kubernetes V [any of the above]
+#                                  the same for another Kubernetes version (KUBE_VERSION_SETS):
+#                                  its own bin dir, never built by default
 #
 # Env: INFERCRANE_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools)
 #      INFERCRANE_TOOLS_OPTIONAL  space-separated families whose build failure is only a warning
@@ -25,6 +28,8 @@ ETCD_VERSION=v3.6.8              # the etcd that Kubernetes v1.36.3 pins (build/
 KUBE_VERSION=v1.36.3             # k8s.io/kubernetes; staging modules -> v0.<minor>.<patch>
 PULUMI_VERSION=v3.274.0          # pkg/v3 + sdk/v3; PyPI pulumi is 3.272.0 but the proxy refuses
                                  # pkg/v3 v3.272.0 and v3.273.0, v3.274.0 is the nearest it serves
+PULUMI_NEWEST_VERSION=v3.276.0   # pulumi-newest: the other end of the contract suite's range, the
+                                 # newest pkg/v3 the proxy serves (PULUMI_VERSION is the oldest)
 PULUMI_K8S_VERSION=4.25.0
 PULUMI_K8S_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199   # provider/v4 at the v4.25.0 release commit
 KWOK_VERSION=v0.8.0              # simulated nodes for the local control plane
@@ -36,6 +41,19 @@ CONTAINERD_VERSION=v2.4.2        # the real node's container runtime (runc comes
 CNI_PLUGINS_VERSION=v1.10.0      # bridge, host-local, loopback for the real node's Pods
 VERSITYGW_VERSION=v1.8.0         # S3-compatible server (POSIX backend) for the shared-state tests
 KSERVE_VERSION=v0.20.0           # KServe controller (manager) + its CRDs/webhooks/ConfigMap for the local control plane
+KIND_VERSION=v0.33.0             # kind + its node image's files (infercrane_dev/kind builds the image)
+COREDNS_VERSION=v1.14.2          # the CoreDNS that kubeadm v1.36.3 deploys (Kind's cluster DNS)
+# Other Kubernetes versions, built only on request (`--kubernetes VERSION`), each into a bin dir
+# of its own, for Kind clusters of the versions users run: the families that follow the
+# Kubernetes version, with the etcd and CoreDNS that version's kubeadm deploys
+# (cmd/kubeadm/app/constants/constants.go: DefaultEtcdVersion, CoreDNSVersion). Their wrapper
+# modules are hack/tools/kubernetes-versions/<VERSION>/<family>/; every other family is the
+# default's (the device plugin keeps k8s.io/kubelet at KUBE_VERSION's: its API is v1beta1 in all).
+KUBE_VERSION_SETS=(
+  "v1.34.4 etcd=v3.6.5 coredns=v1.12.1"   # newest patch of the oldest minor besides 1.36
+  "v1.37.2 etcd=v3.7.0 coredns=v1.14.6"   # newest patch of the newest minor
+)
+VERSIONED_FAMILIES=(kubernetes etcd coredns)
 
 # Module / package paths.
 ETCD_PKG=go.etcd.io/etcd/server/v3
@@ -53,16 +71,33 @@ CONTAINERD_MOD=github.com/containerd/containerd/v2
 CNI_PLUGINS_MOD=github.com/containernetworking/plugins
 VERSITYGW_MOD=github.com/versity/versitygw
 KSERVE_MOD=github.com/kserve/kserve
+KIND_MOD=sigs.k8s.io/kind
+COREDNS_MOD=github.com/coredns/coredns
 # KServe CRDs copied verbatim from the module into <bin>/kserve/crds/ (see copy_kserve_config).
 KSERVE_CRDS=(inferenceservices servingruntimes clusterservingruntimes trainedmodels inferencegraphs
              clusterstoragecontainers)
+# What upstream's kustomize config/default installs to run KServe's manager inside a cluster
+# (infercrane_dev/kind): config/<file> copied verbatim into <bin>/kserve/install/<file>.
+KSERVE_INSTALL_FILES=(manager/manager.yaml webhook/service.yaml rbac/service_account.yaml rbac/role.yaml
+                      rbac/role_binding.yaml rbac/leader_election_role.yaml
+                      rbac/leader_election_role_binding.yaml)
+# kind's node files (images/base/files/ of the kind module), copied verbatim into <bin>/kind-node/
+# (see copy_kind_files); infercrane_dev/kind builds the node image from them.
+KIND_NODE_FILES=(LICENSES/README.txt etc/containerd/config.toml etc/crictl.yaml etc/default/kubelet
+                 etc/sysctl.d/10-network-magic.conf etc/sysctl.d/10-network-security.conf
+                 etc/systemd/system/containerd.service etc/systemd/system/kubelet.service
+                 etc/systemd/system/kubelet.service.d/10-kubeadm.conf
+                 etc/systemd/system/kubelet.service.d/11-kind.conf etc/systemd/system/kubelet.slice
+                 etc/systemd/system/undo-mount-hacks.service kind/README.txt
+                 kind/bin/create-kubelet-cgroup-v2.sh kind/bin/mount-product-files.sh
+                 kind/bin/undo-mount-hacks.sh usr/local/bin/clean-install usr/local/bin/entrypoint)
 # Storage drivers the real node never uses, and which need cgo or kernel headers.
 CONTAINERD_TAGS="no_btrfs no_devmapper no_zfs"
 CNI_PLUGINS=(main/bridge ipam/host-local main/loopback)
 
 # Build order; each family is one wrapper module in hack/tools/<family>.
-FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes kwok actionlint kube-score
-          containerd cni-plugins infercrane-node versitygw kserve)
+FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes pulumi-newest kwok actionlint
+          kube-score containerd cni-plugins infercrane-node versitygw kserve kind coredns)
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO_ROOT=$(cd "$TOOLS_DIR/../.." && pwd -P)
@@ -74,6 +109,34 @@ export GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false" GOWORK=off CGO_ENABL
 
 log() { echo "build.sh: $*" >&2; }
 die() { echo "build.sh: ERROR: $*" >&2; exit 1; }
+
+# --kubernetes VERSION (first): the versioned families' pins and wrapper modules of that set.
+# KUBELET_VERSION was derived above and stays the default's.
+VERSION_DIR=
+KUBE_ARGS=()
+if [[ ${1-} == --kubernetes ]]; then
+  [[ $# -ge 2 ]] || die "--kubernetes takes a version (one of: ${KUBE_VERSION_SETS[*]%% *})"
+  if [[ $2 != "$KUBE_VERSION" ]]; then
+    for entry in "${KUBE_VERSION_SETS[@]}"; do
+      read -r version etcd coredns <<<"$entry"
+      [[ $version == "$2" ]] || continue
+      KUBE_VERSION=$version ETCD_VERSION=${etcd#etcd=} COREDNS_VERSION=${coredns#coredns=}
+      VERSION_DIR=$TOOLS_DIR/kubernetes-versions/$version
+      KUBE_ARGS=(--kubernetes "$version")
+    done
+    [[ -n $VERSION_DIR ]] || die "--kubernetes $2: no such set (one of: $KUBE_VERSION ${KUBE_VERSION_SETS[*]%% *})"
+  fi
+  shift 2
+fi
+
+# family_dir <family>: its wrapper module (another Kubernetes version's, for a versioned family).
+family_dir() {
+  if [[ -n $VERSION_DIR && " ${VERSIONED_FAMILIES[*]} " == *" $1 "* ]]; then
+    echo "$VERSION_DIR/$1"
+  else
+    echo "$TOOLS_DIR/$1"
+  fi
+}
 command -v go >/dev/null || die "go is not on PATH"
 
 GOVERSION=$(go env GOVERSION)
@@ -82,18 +145,21 @@ GOOSARCH=$(go env GOOS)/$(go env GOARCH)
 family_outputs() {
   case $1 in
     etcd) echo etcd ;;
-    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy ;;
+    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm kubectl ;;
     pulumi) echo pulumi pulumi-language-python-exec ;;
     pulumi-language-python) echo pulumi-language-python ;;
     pulumi-kubernetes) echo pulumi-resource-kubernetes ;;
+    pulumi-newest) echo pulumi-newest/bin/pulumi ;;
     kwok) echo kwok ;;
     actionlint) echo actionlint ;;
     kube-score) echo kube-score ;;
-    infercrane-node) echo infercrane-standin infercrane-pause infercrane-gpu-device-plugin ;;
+    infercrane-node) echo infercrane-standin infercrane-pause infercrane-gpu-device-plugin infercrane-runc-capfilter ;;
     containerd) echo containerd containerd-shim-runc-v2 ctr ;;
     cni-plugins) echo "${CNI_PLUGINS[@]##*/}" ;;
     versitygw) echo versitygw ;;
     kserve) echo kserve-manager ;;
+    kind) echo kind ;;
+    coredns) echo coredns ;;
   esac
 }
 
@@ -104,7 +170,23 @@ family_data() {
   case $1 in
     kserve)
       for crd in "${KSERVE_CRDS[@]}"; do echo "kserve/crds/serving.kserve.io_$crd.yaml"; done
-      echo kserve/webhook.yaml kserve/inferenceservice-config.yaml ;;
+      echo kserve/webhook.yaml kserve/inferenceservice-config.yaml
+      printf 'kserve/install/%s\n' "${KSERVE_INSTALL_FILES[@]}" ;;
+    kind) printf 'kind-node/%s\n' "${KIND_NODE_FILES[@]}" ;;
+  esac
+}
+
+# family_links <family>: "<from> <to>" pairs of binaries of other families (earlier in FAMILIES)
+# hard-linked again into this family's own bin dir, relative to the bin dir. pulumi-newest: its
+# CLI beside the same language host, exec shim and kubernetes provider as the pinned CLI's, so
+# that it alone differs (`PulumiEnvironment(bin_dir=<bin>/pulumi-newest/bin)`).
+family_links() {
+  local b
+  case $1 in
+    pulumi-newest)
+      for b in pulumi-language-python pulumi-language-python-exec pulumi-resource-kubernetes; do
+        echo "$b pulumi-newest/bin/$b"
+      done ;;
   esac
 }
 
@@ -115,6 +197,7 @@ family_pins() {
     pulumi) echo "$PULUMI_PKG_MOD@$PULUMI_VERSION $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
     pulumi-language-python) echo "hack/tools/pulumi-language-python/main.go on $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
     pulumi-kubernetes) echo "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION version=$PULUMI_K8S_VERSION" ;;
+    pulumi-newest) echo "$PULUMI_PKG_MOD@$PULUMI_NEWEST_VERSION $PULUMI_SDK_MOD@$PULUMI_NEWEST_VERSION" ;;
     kwok) echo "$KWOK_MOD@$KWOK_VERSION" ;;
     actionlint) echo "$ACTIONLINT_MOD@$ACTIONLINT_VERSION" ;;
     kube-score) echo "$KUBE_SCORE_MOD@$KUBE_SCORE_VERSION" ;;
@@ -122,7 +205,9 @@ family_pins() {
     containerd) echo "$CONTAINERD_MOD@$CONTAINERD_VERSION tags=$CONTAINERD_TAGS" ;;
     cni-plugins) echo "$CNI_PLUGINS_MOD@$CNI_PLUGINS_VERSION plugins=${CNI_PLUGINS[*]}" ;;
     versitygw) echo "$VERSITYGW_MOD@$VERSITYGW_VERSION" ;;
-    kserve) echo "$KSERVE_MOD@$KSERVE_VERSION crds=${KSERVE_CRDS[*]}" ;;
+    kserve) echo "$KSERVE_MOD@$KSERVE_VERSION crds=${KSERVE_CRDS[*]} install=${KSERVE_INSTALL_FILES[*]}" ;;
+    kind) echo "$KIND_MOD@$KIND_VERSION files=${KIND_NODE_FILES[*]}" ;;
+    coredns) echo "$COREDNS_MOD@$COREDNS_VERSION" ;;
   esac
 }
 
@@ -146,8 +231,8 @@ family_xflags() {
       for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
         printf -- "-X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s " "$p" "$KUBE_VERSION" "$p" "$p" "$minor"
       done ;;
-    pulumi|pulumi-language-python)
-      printf -- "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=%s" "$PULUMI_VERSION" ;;
+    pulumi|pulumi-language-python|pulumi-newest)
+      printf -- "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=%s" "$(pulumi_version "$1")" ;;
     pulumi-kubernetes)
       printf -- "-X %s/pkg/version.Version=%s" "$PULUMI_K8S_MOD" "$PULUMI_K8S_VERSION" ;;
     kwok)
@@ -172,29 +257,43 @@ family_xflags() {
   esac
 }
 
+# pulumi_version <family>: the Pulumi release a pulumi family builds on.
+pulumi_version() {
+  case $1 in
+    pulumi-newest) echo "$PULUMI_NEWEST_VERSION" ;;
+    *) echo "$PULUMI_VERSION" ;;
+  esac
+}
+
 short_hash() { sha256sum | cut -c1-12; }
 
 # nested_go_files <family>: Go files below the wrapper dir's top level, sorted (packages of a
 # module with several commands, e.g. infercrane-node/cmd/*, internal/*).
 nested_go_files() {
-  (cd "$TOOLS_DIR/$1" && find . -mindepth 2 -name '*.go' | LC_ALL=C sort | sed 's|^\./||')
+  local from
+  from=$(family_dir "$1")
+  [[ -d $from ]] || return 0  # another version's, before its first --update
+  (cd "$from" && find . -mindepth 2 -name '*.go' | LC_ALL=C sort | sed 's|^\./||')
 }
 
 # copy_nested_go_files <family> <dir>: those files, their directories kept, into a scratch copy.
 copy_nested_go_files() {
   local f
-  while IFS= read -r f; do install -D -m 0644 "$TOOLS_DIR/$1/$f" "$2/$f"; done < <(nested_go_files "$1")
+  local from
+  from=$(family_dir "$1")
+  while IFS= read -r f; do install -D -m 0644 "$from/$f" "$2/$f"; done < <(nested_go_files "$1")
 }
 
 family_key() {
-  local fam=$1 f
+  local fam=$1 f from
+  from=$(family_dir "$fam")
   {
     echo "family=$fam go=$(family_go "$fam") target=$GOOSARCH cgo=0 trimpath ldflags=-s -w $(family_xflags "$fam")"
     echo "pins=$(family_pins "$fam")"
-    for f in "$TOOLS_DIR/$fam"/go.mod "$TOOLS_DIR/$fam"/go.sum "$TOOLS_DIR/$fam"/*.go; do
+    for f in "$from"/go.mod "$from"/go.sum "$from"/*.go; do
       if [[ -f $f ]]; then echo "file=${f##*/}"; cat "$f"; fi
     done
-    while IFS= read -r f; do echo "file=$f"; cat "$TOOLS_DIR/$fam/$f"; done < <(nested_go_files "$fam")
+    while IFS= read -r f; do echo "file=$f"; cat "$from/$f"; done < <(nested_go_files "$fam")
   } | short_hash
 }
 
@@ -296,6 +395,7 @@ family_prepare() {
 #       $(webhookServiceName)/$(kserveNamespace) placeholders and no caBundle)
 #   config/configmap/inferenceservice.yaml               -> inferenceservice-config.yaml
 #       (ConfigMap inferenceservice-config in namespace kserve)
+#   config/<KSERVE_INSTALL_FILES>                        -> install/ (Kind's in-cluster KServe)
 copy_kserve_config() {
   local src=$1 dest=$2 mdir crd f
   mdir=$(cd "$src" && go list -m -f '{{.Dir}}' "$KSERVE_MOD") || return 1
@@ -308,16 +408,32 @@ copy_kserve_config() {
   done
   install -m 0644 "$mdir/config/webhook/manifests.yaml" "$dest/webhook.yaml"
   install -m 0644 "$mdir/config/configmap/inferenceservice.yaml" "$dest/inferenceservice-config.yaml"
+  for f in "${KSERVE_INSTALL_FILES[@]}"; do
+    install -D -m 0644 "$mdir/config/$f" "$dest/install/$f"
+  done
+}
+
+# copy_kind_files <src dir> <dest dir>: kind's node image files (images/base/files/), verbatim,
+# for infercrane_dev/kind: the builder gives them the modes kind's base Dockerfile gives them.
+copy_kind_files() {
+  local src=$1 dest=$2 mdir f
+  mdir=$(cd "$src" && go list -m -f '{{.Dir}}' "$KIND_MOD") || return 1
+  [[ -n $mdir ]] || { echo "build.sh: ERROR [kind]: no module dir for $KIND_MOD" >&2; return 1; }
+  for f in "${KIND_NODE_FILES[@]}"; do
+    [[ -f $mdir/images/base/files/$f ]] || { echo "build.sh: ERROR [kind]: images/base/files/$f not in $mdir" >&2; return 1; }
+    install -D -m 0644 "$mdir/images/base/files/$f" "$dest/$f"
+  done
 }
 
 # ---------------------------------------------------------------------------
 # --update: regenerate wrapper go.mod/go.sum from the pins
 # ---------------------------------------------------------------------------
 update_family() {
-  local fam=$1 dir gomod old new minor patch tools=() plugin
+  local fam=$1 dir gomod old new minor patch tools=() plugin version wrapper
+  wrapper=$(family_dir "$fam")
   dir=$(mktemp -d "${TMPDIR:-/tmp}/infercrane-update-$fam.XXXXXX")
-  mkdir -p "$TOOLS_DIR/$fam"
-  cp "$TOOLS_DIR/$fam"/*.go "$dir"/ 2>/dev/null || true
+  mkdir -p "$wrapper"
+  cp "$wrapper"/*.go "$dir"/ 2>/dev/null || true
   copy_nested_go_files "$fam" "$dir"
   printf 'module infercrane/hack/tools/%s\n\ngo 1.26.0\n' "$fam" >"$dir/go.mod"
   export SCRATCH_CWD=$dir
@@ -339,11 +455,13 @@ update_family() {
         done < <(upstream_replaces "$gomod")
         go get -tool "$KUBE_MOD/cmd/kube-apiserver@$KUBE_VERSION" "$KUBE_MOD/cmd/kube-controller-manager@$KUBE_VERSION" \
           "$KUBE_MOD/cmd/kube-scheduler@$KUBE_VERSION" "$KUBE_MOD/cmd/kubelet@$KUBE_VERSION" \
-          "$KUBE_MOD/cmd/kube-proxy@$KUBE_VERSION" ;;
-      pulumi)
-        mirror_replaces "$PULUMI_PKG_MOD@$PULUMI_VERSION"
-        go mod edit -require="$PULUMI_PKG_MOD@$PULUMI_VERSION" -require="$PULUMI_SDK_MOD@$PULUMI_VERSION"
-        go get -tool "$PULUMI_PKG_MOD/cmd/pulumi@$PULUMI_VERSION" ;;
+          "$KUBE_MOD/cmd/kube-proxy@$KUBE_VERSION" "$KUBE_MOD/cmd/kubeadm@$KUBE_VERSION" \
+          "$KUBE_MOD/cmd/kubectl@$KUBE_VERSION" ;;
+      pulumi|pulumi-newest)
+        version=$(pulumi_version "$fam")
+        mirror_replaces "$PULUMI_PKG_MOD@$version"
+        go mod edit -require="$PULUMI_PKG_MOD@$version" -require="$PULUMI_SDK_MOD@$version"
+        go get -tool "$PULUMI_PKG_MOD/cmd/pulumi@$version" ;;
       pulumi-language-python)
         # Our own host (main.go): the proxy refuses Pulumi's host module, see main.go.
         go mod edit -require="$PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
@@ -383,21 +501,29 @@ update_family() {
       kserve)
         mirror_replaces "$KSERVE_MOD@$KSERVE_VERSION"
         go get -tool "$KSERVE_MOD/cmd/manager@$KSERVE_VERSION" ;;
+      kind)
+        mirror_replaces "$KIND_MOD@$KIND_VERSION"
+        go get -tool "$KIND_MOD@$KIND_VERSION" ;;
+      coredns)
+        mirror_replaces "$COREDNS_MOD@$COREDNS_VERSION"
+        go get -tool "$COREDNS_MOD@$COREDNS_VERSION" ;;
     esac
     go mod tidy
-    cp go.mod go.sum "$TOOLS_DIR/$fam/"
-  ) || die "--update $fam failed (see the go output above); hack/tools/$fam is unchanged"
+    cp go.mod go.sum "$wrapper/"
+  ) || die "--update $fam failed (see the go output above); ${wrapper#"$REPO_ROOT"/} is unchanged"
   rm -rf "$dir"
 }
 
 if [[ ${1-} == --update ]]; then
   shift
-  if (( $# )); then fams=("$@"); else fams=("${FAMILIES[@]}"); fi
+  updatable=("${FAMILIES[@]}")
+  [[ -z $VERSION_DIR ]] || updatable=("${VERSIONED_FAMILIES[@]}")
+  if (( $# )); then fams=("$@"); else fams=("${updatable[@]}"); fi
   for fam in "${fams[@]}"; do
-    [[ " ${FAMILIES[*]} " == *" $fam "* ]] || die "unknown family '$fam' (one of: ${FAMILIES[*]})"
+    [[ " ${updatable[*]} " == *" $fam "* ]] || die "cannot update '$fam' here (one of: ${updatable[*]})"
     update_family "$fam"
   done
-  log "updated; new bin dir would be $("$TOOLS_DIR/build.sh" --bin-dir)"
+  log "updated; new bin dir would be $("$TOOLS_DIR/build.sh" "${KUBE_ARGS[@]}" --bin-dir)"
   exit 0
 fi
 # ---------------------------------------------------------------------------
@@ -407,10 +533,11 @@ fi
 # ---------------------------------------------------------------------------
 # check_family <family> <vet|test>
 check_family() {
-  local fam=$1 verb=$2 dir rc=0
+  local fam=$1 verb=$2 dir rc=0 from
+  from=$(family_dir "$fam")
   dir=$(mktemp -d "${TMPDIR:-/tmp}/infercrane-$verb-$fam.XXXXXX")
-  cp "$TOOLS_DIR/$fam"/go.mod "$TOOLS_DIR/$fam"/go.sum "$dir"/
-  cp "$TOOLS_DIR/$fam"/*.go "$dir"/ 2>/dev/null || true
+  cp "$from"/go.mod "$from"/go.sum "$dir"/
+  cp "$from"/*.go "$dir"/ 2>/dev/null || true
   copy_nested_go_files "$fam" "$dir"
   # -trimpath as in the build: the dependencies' compiled export data then comes from the build
   # cache (a cold vet of pulumi-kubernetes otherwise recompiles everything, ~5 min here).
@@ -427,7 +554,7 @@ if [[ ${1-} == --vet || ${1-} == --test ]]; then
   verb=${1#--} failed=()
   if [[ $verb == vet ]]; then pattern='*.go'; else pattern='*_test.go'; fi
   for fam in "${FAMILIES[@]}"; do
-    [[ -n $(find "$TOOLS_DIR/$fam" -name "$pattern" -print -quit) ]] || continue
+    [[ -n $(find "$(family_dir "$fam")" -name "$pattern" -print -quit) ]] || continue
     echo "go $verb hack/tools/$fam"
     check_family "$fam" "$verb" || failed+=("$fam")
   done
@@ -482,7 +609,7 @@ check_pin() {
   local have
   have=$(cd "$2" && go mod edit -json | tr -d '\n' | grep -Eo "\"Path\": \"$3\",[[:space:]]*\"Version\": \"[^\"]+\"" | head -n1 | sed 's/.*"Version": "//; s/"$//') || true
   if [[ $have != "$4" ]]; then
-    echo "build.sh: ERROR [$1]: hack/tools/$1/go.mod has $3 ${have:-<missing>} but build.sh pins $4; run hack/tools/build.sh --update $1" >&2
+    echo "build.sh: ERROR [$1]: $(family_dir "$1" | sed "s|^$REPO_ROOT/||")/go.mod has $3 ${have:-<missing>} but build.sh pins $4; run hack/tools/build.sh ${KUBE_ARGS[*]} --update $1" >&2
     return 1
   fi
 }
@@ -506,7 +633,7 @@ build_family() {
       x="$x -X k8s.io/component-base/version.buildDate=$date -X k8s.io/client-go/pkg/version.buildDate=$date"
       go_build "$fam" "$src" "$out/kube-apiserver" "$KUBE_MOD/cmd/kube-apiserver" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
       go_build "$fam" "$src" "$out/kube-controller-manager" "$KUBE_MOD/cmd/kube-controller-manager" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
-      for cmd in kube-scheduler kubelet kube-proxy; do
+      for cmd in kube-scheduler kubelet kube-proxy kubeadm kubectl; do
         go_build "$fam" "$src" "$out/$cmd" "$KUBE_MOD/cmd/$cmd" "$LDBASE $x" "$KUBE_MOD@$KUBE_VERSION" || return 1
       done ;;
     pulumi)
@@ -516,6 +643,11 @@ build_family() {
       mdir=$(cd "$src" && go list -m -f '{{.Dir}}' "$PULUMI_SDK_MOD")
       install -m 0755 "$mdir/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
       echo "[$fam] copied pulumi-language-python-exec from $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+    pulumi-newest)
+      check_pin "$fam" "$src" "$PULUMI_PKG_MOD" "$PULUMI_NEWEST_VERSION" || return 1
+      check_pin "$fam" "$src" "$PULUMI_SDK_MOD" "$PULUMI_NEWEST_VERSION" || return 1
+      mkdir -p "$out/pulumi-newest/bin"
+      go_build "$fam" "$src" "$out/pulumi-newest/bin/pulumi" "$PULUMI_PKG_MOD/cmd/pulumi" "$LDBASE $x" "$PULUMI_PKG_MOD@$PULUMI_NEWEST_VERSION" ;;
     pulumi-language-python)
       check_pin "$fam" "$src" "$PULUMI_SDK_MOD" "$PULUMI_VERSION" || return 1
       go_build "$fam" "$src" "$out/pulumi-language-python" . "$LDBASE $x" \
@@ -562,15 +694,37 @@ build_family() {
       go_build "$fam" "$src" "$out/kserve-manager" "$KSERVE_MOD/cmd/manager" "$LDBASE $x" "$KSERVE_MOD@$KSERVE_VERSION" || return 1
       copy_kserve_config "$src" "$out/kserve" || return 1
       echo "[$fam] copied $(find "$out/kserve" -type f | wc -l) YAML files from $KSERVE_MOD@$KSERVE_VERSION into kserve/" ;;
+    kind)
+      # Not stamped: kind's version is a constant of its source (`kind version`: kind v0.33.0).
+      check_pin "$fam" "$src" "$KIND_MOD" "$KIND_VERSION" || return 1
+      go_build "$fam" "$src" "$out/kind" "$KIND_MOD" "$LDBASE $x" "$KIND_MOD@$KIND_VERSION" || return 1
+      copy_kind_files "$src" "$out/kind-node" || return 1
+      echo "[$fam] copied ${#KIND_NODE_FILES[@]} node image files from $KIND_MOD@$KIND_VERSION into kind-node/" ;;
+    coredns)
+      # Not stamped: CoreVersion is a constant; GitCommit would need a commit the proxy does not give.
+      check_pin "$fam" "$src" "$COREDNS_MOD" "$COREDNS_VERSION" || return 1
+      go_build "$fam" "$src" "$out/coredns" "$COREDNS_MOD" "$LDBASE $x" "$COREDNS_MOD@$COREDNS_VERSION" ;;
   esac
 }
 
 is_optional() { [[ " ${INFERCRANE_TOOLS_OPTIONAL-} " == *" $1 "* ]]; }
 
 family_complete() {
-  local b
+  local b from to
   for b in $(family_outputs "$1"); do [[ -x $2/$b ]] || return 1; done
   for b in $(family_data "$1"); do [[ -f $2/$b ]] || return 1; done
+  # Only in the bin dir (a store dir holds the family's own outputs).
+  [[ $2 == "$BIN_DIR" ]] || return 0
+  while read -r from to; do [[ -x $2/$to ]] || return 1; done < <(family_links "$1")
+}
+
+# link_family_links <family>: its family_links, or an error naming a missing one.
+link_family_links() {
+  local from to
+  while read -r from to; do
+    [[ -x $BIN_DIR/$from ]] || { echo "build.sh: ERROR [$1]: $from is not in $BIN_DIR: build its family first" >&2; return 1; }
+    ln -f "$BIN_DIR/$from" "$BIN_DIR/$to" 2>/dev/null || cp -f "$BIN_DIR/$from" "$BIN_DIR/$to"
+  done < <(family_links "$1")
 }
 
 T_START=$(now)
@@ -597,8 +751,9 @@ else
       : >"$LOG_DIR/$fam.log"
       tmp="$fdir.tmp.$$"
       rm -rf "$tmp"; mkdir -p "$tmp/src" "$tmp/out"
-      cp "$TOOLS_DIR/$fam"/go.mod "$tmp/src/"
-      cp "$TOOLS_DIR/$fam"/go.sum "$TOOLS_DIR/$fam"/*.go "$tmp/src/" 2>/dev/null || true
+      from=$(family_dir "$fam")
+      cp "$from"/go.mod "$tmp/src/"
+      cp "$from"/go.sum "$from"/*.go "$tmp/src/" 2>/dev/null || true
       copy_nested_go_files "$fam" "$tmp/src"
       t0=$(now)
       if build_family "$fam" "$tmp/out" "$tmp/src"; then
@@ -615,6 +770,7 @@ else
       mkdir -p "$(dirname "$BIN_DIR/$b")"
       ln -f "$fdir/$b" "$BIN_DIR/$b" 2>/dev/null || cp -f "$fdir/$b" "$BIN_DIR/$b"
     done
+    link_family_links "$fam" || FAILED+=("$fam")
   done
 fi
 

@@ -7,7 +7,7 @@ real node (``localcluster.realnode``) builds and imports them when it starts. De
 product never imports this package.
 """
 
-from .build import BuiltImage, ImageBuildError, build_images, host_platform
+from .build import BuiltImage, ImageBuildError, Sources, build_image, build_images, host_platform
 from .catalog import IMAGES, REPOSITORY_PREFIX, ImageSpec
 
 __all__ = [
@@ -16,6 +16,8 @@ __all__ = [
     "BuiltImage",
     "ImageBuildError",
     "ImageSpec",
+    "Sources",
+    "build_image",
     "build_images",
     "host_platform",
 ]

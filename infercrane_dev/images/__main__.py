@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from infercrane_dev.localcluster import BinaryNotFoundError, find_binary
+from infercrane_dev.toolchain import BinaryNotFoundError, find_binary
 
 from . import digests
 from .build import ImageBuildError, build_images, host_platform

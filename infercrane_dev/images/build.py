@@ -3,6 +3,8 @@
 The binaries come from ``hack/tools/build.sh`` (family ``infercrane-node``); this module only
 finds and packs them, and never builds, pulls or pushes anything. The images' tag is the
 version stamped into those binaries, read back from ``infercrane-pause --version``.
+:func:`build_image` packs one image of any catalog under a given name and tag, with the files
+of pinned Debian packages where its entries ask for them (:mod:`.debs`).
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .catalog import IMAGES, PATH_ENV, Directory, Executable, ImageSpec, Layer, Symlink
+from . import debs
+from .catalog import IMAGES, Directory, Entry, Executable, ImageSpec, Packaged, Symlink, Text
 from .ocilayout import Member, Platform, image_archive, tar_bytes
 
 EXECUTABLE_MODE = 0o755
@@ -25,6 +29,14 @@ _ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64"}
 
 class ImageBuildError(RuntimeError):
     """An image could not be built (a binary is missing or says nothing sensible)."""
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where entries' files come from: the tools bin dir, and fetched pinned packages."""
+
+    bin_dir: Path
+    debs: Mapping[str, Path] = field(default_factory=dict)  # package name -> its .deb
 
 
 @dataclass(frozen=True)
@@ -64,47 +76,78 @@ def binaries_version(bin_dir: Path) -> str:
 def build_images(bin_dir: Path, out_dir: Path) -> list[BuiltImage]:
     """Write ``<out_dir>/<image>.oci.tar`` for every catalog image."""
     tag = binaries_version(bin_dir)
-    target = host_platform()
+    return [
+        build_image(spec, Sources(bin_dir), name=spec.repository, tag=tag, out_dir=out_dir)
+        for spec in IMAGES
+    ]
+
+
+def build_image(
+    spec: ImageSpec,
+    sources: Sources,
+    *,
+    name: str,
+    tag: str,
+    out_dir: Path,
+    docker_manifest: bool = False,
+) -> BuiltImage:
+    """Write ``<out_dir>/<spec.name>.oci.tar``: ``spec`` as the image ``name:tag``."""
+    layers = [layer_tar(layer.entries, sources) for layer in spec.layers]
+    archive, digest = image_archive(
+        layers,
+        platform=host_platform(),
+        container_config=_container_config(spec),
+        name=name,
+        tag=tag,
+        docker_manifest=docker_manifest,
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
-    built = []
-    for spec in IMAGES:
-        layers = [_layer_tar(layer, bin_dir) for layer in spec.layers]
-        archive, digest = image_archive(
-            layers,
-            platform=target,
-            container_config=_container_config(spec),
-            name=spec.repository,
-            tag=tag,
-        )
-        path = out_dir / f"{spec.name}.oci.tar"
-        _write_atomically(path, archive)
-        built.append(BuiltImage(name=spec.repository, tag=tag, digest=digest, archive=path))
-    return built
+    path = out_dir / f"{spec.name}.oci.tar"
+    _write_atomically(path, archive)
+    return BuiltImage(name=name, tag=tag, digest=digest, archive=path)
 
 
 def _container_config(spec: ImageSpec) -> dict[str, Any]:
-    config: dict[str, Any] = {"Env": [PATH_ENV]}
+    config: dict[str, Any] = {"Env": list(spec.env)}
     if spec.entrypoint is not None:
         config["Entrypoint"] = list(spec.entrypoint)
+    if spec.user is not None:
+        config["User"] = spec.user
     return config
 
 
-def _layer_tar(layer: Layer, bin_dir: Path) -> bytes:
-    return tar_bytes(_member(entry, bin_dir) for entry in layer.entries)
+def layer_tar(entries: Sequence[Entry], sources: Sources) -> bytes:
+    """One layer's reproducible tar of ``entries``; a path given twice is refused (which of
+    the two a runtime would keep is not for a catalog to leave open)."""
+    members = [member for entry in entries for member in _members(entry, sources)]
+    paths = [member.path for member in members]
+    twice = sorted({path for path in paths if paths.count(path) > 1})
+    if twice:
+        raise ImageBuildError(f"paths given twice in one layer: {', '.join(twice)}")
+    return tar_bytes(members)
 
 
-def _member(entry: Directory | Executable | Symlink, bin_dir: Path) -> Member:
+def _members(entry: Entry, sources: Sources) -> list[Member]:
     match entry:
         case Directory(path=path, mode=mode):
-            return Member(path, mode)
+            return [Member(path, mode)]
         case Executable(path=path, binary=binary):
-            source = bin_dir / binary
+            source = sources.bin_dir / binary
             try:
-                return Member(path, EXECUTABLE_MODE, source.read_bytes())
+                return [Member(path, EXECUTABLE_MODE, source.read_bytes())]
             except OSError as missing:
                 raise ImageBuildError(f"{source}: {missing.strerror}; run `make tools`") from None
         case Symlink(path=path, target=target):
-            return Member(path, SYMLINK_MODE, link=target)
+            return [Member(path, SYMLINK_MODE, link=target)]
+        case Text(path=path, content=content, mode=mode):
+            return [Member(path, mode, content.encode())]
+        case Packaged(package=package, patterns=patterns):
+            if package not in sources.debs:
+                raise ImageBuildError(f"package {package} was not fetched for this image")
+            try:
+                return debs.files(sources.debs, package, patterns)
+            except debs.DebError as failed:
+                raise ImageBuildError(str(failed)) from None
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

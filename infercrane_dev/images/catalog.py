@@ -2,7 +2,9 @@
 
 One row per image, one row per layer. Layers are shared between rows on purpose: the same
 entries make the same bytes, so the stand-in binary's layer is stored once by containerd for
-all three stand-in images. Nothing here reads a file or knows the archive format.
+all three stand-in images. Nothing here reads a file or knows the archive format. The entry
+types also serve other catalogs of the same builder (``infercrane_dev/kind``'s Kubernetes
+images): a file of given text, and files taken from a pinned Debian package.
 """
 
 from __future__ import annotations
@@ -34,7 +36,23 @@ class Symlink:
     target: str
 
 
-Entry = Directory | Executable | Symlink
+@dataclass(frozen=True)
+class Text:
+    path: str
+    content: str
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class Packaged:
+    """The files of a pinned Debian package (``debs.DebPin``) whose paths match ``patterns``
+    (fnmatch, absolute), kept where the package puts them."""
+
+    package: str
+    patterns: tuple[str, ...]
+
+
+Entry = Directory | Executable | Symlink | Text | Packaged
 
 
 @dataclass(frozen=True)
@@ -44,11 +62,14 @@ class Layer:
 
 @dataclass(frozen=True)
 class ImageSpec:
-    """``entrypoint`` None: the image has neither ENTRYPOINT nor CMD (a Pod's command decides)."""
+    """``entrypoint`` None: the image has neither ENTRYPOINT nor CMD (a Pod's command decides).
+    ``user`` None: no USER (root), as every stand-in."""
 
     name: str
     layers: tuple[Layer, ...]
     entrypoint: tuple[str, ...] | None
+    env: tuple[str, ...] = (PATH_ENV,)
+    user: str | None = None
 
     @property
     def repository(self) -> str:
@@ -81,6 +102,8 @@ VLLM_COMMANDS = Layer(
     )
 )
 PYTHON_COMMAND = Layer((Symlink("usr/bin/python3", STANDIN_PATH),))
+DEVICE_PLUGIN_PATH = "/usr/local/bin/infercrane-gpu-device-plugin"
+DEVICE_PLUGIN = Layer((Executable(DEVICE_PLUGIN_PATH.lstrip("/"), "infercrane-gpu-device-plugin"),))
 
 IMAGES = (
     ImageSpec("pause", (ROOTFS, PAUSE), ("/pause",)),
@@ -92,6 +115,8 @@ IMAGES = (
     ),
     # For custom workloads (SGLang and the like), whose Pods carry their whole command.
     ImageSpec("runtime-standin", (ROOTFS, STANDIN, PYTHON_COMMAND), None),
+    # NVIDIA's device plugin's stand-in, for a cluster that runs it as a DaemonSet (Kind).
+    ImageSpec("gpu-device-plugin", (ROOTFS, DEVICE_PLUGIN), (DEVICE_PLUGIN_PATH,)),
 )
 
 

@@ -5,6 +5,10 @@ sorted, with mtime 0, uid/gid 0, no user or group names and the modes given; lay
 uncompressed (no compressor version to pin); JSON is canonical (sorted keys, no spaces); no
 timestamp appears anywhere. An archive's digests therefore depend only on its files and
 settings. This module knows no image in particular and reads no file.
+
+An archive can also carry Docker's ``manifest.json`` beside the OCI layout, for an image Docker
+itself must load (``docker load`` of Debian's Docker 20.10 reads only that file); containerd
+imports such an archive by its ``index.json`` as any other.
 """
 
 from __future__ import annotations
@@ -30,12 +34,17 @@ DIR_MODE = 0o755
 
 @dataclass(frozen=True)
 class Member:
-    """One tar member: a directory (neither ``data`` nor ``link``), a file, or a symlink."""
+    """One tar member: a directory (neither ``data`` nor ``link``), a file, or a symlink.
+
+    Owners other than root only come from a distribution's files (a rootfs), never a catalog.
+    """
 
     path: str
     mode: int
     data: bytes | None = None
     link: str | None = None
+    uid: int = 0
+    gid: int = 0
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,7 @@ def tar_bytes(members: Iterable[Member]) -> bytes:
             info = tarfile.TarInfo(member.path)
             info.mode = member.mode
             info.mtime = 0
-            info.uid = info.gid = 0
+            info.uid, info.gid = member.uid, member.gid
             info.uname = info.gname = ""
             if member.link is not None:
                 info.type = tarfile.SYMTYPE
@@ -87,10 +96,12 @@ def image_archive(
     container_config: Mapping[str, Any],
     name: str,
     tag: str,
+    docker_manifest: bool = False,
 ) -> tuple[bytes, str]:
     """An OCI image-layout tar holding one image; returns it and the manifest's digest.
 
     ``layers`` are uncompressed layer tars, bottom first, so each diff_id is its layer's digest.
+    ``docker_manifest`` adds Docker's ``manifest.json`` naming the same blobs.
     """
     config = canonical_json(
         {
@@ -123,14 +134,26 @@ def image_archive(
         }
     )
     blobs = {sha256_digest(blob): blob for blob in (*layers, config, manifest)}
+    extra = []
+    if docker_manifest:
+        docker = [
+            {
+                "Config": _blob_path(sha256_digest(config)),
+                "RepoTags": [f"{name}:{tag}"],
+                "Layers": [_blob_path(sha256_digest(layer)) for layer in layers],
+            }
+        ]
+        extra.append(Member("manifest.json", FILE_MODE, canonical_json(docker)))
     members = [
         Member("blobs", DIR_MODE),
         Member("blobs/sha256", DIR_MODE),
-        *(
-            Member(f"blobs/sha256/{digest.removeprefix('sha256:')}", FILE_MODE, blob)
-            for digest, blob in blobs.items()
-        ),
+        *(Member(_blob_path(digest), FILE_MODE, blob) for digest, blob in blobs.items()),
         Member("index.json", FILE_MODE, index),
         Member("oci-layout", FILE_MODE, canonical_json({"imageLayoutVersion": "1.0.0"})),
+        *extra,
     ]
     return tar_bytes(members), sha256_digest(manifest)
+
+
+def _blob_path(digest: str) -> str:
+    return f"blobs/sha256/{digest.removeprefix('sha256:')}"

@@ -11,7 +11,6 @@ Nothing in this package provisions real infrastructure.
 from __future__ import annotations
 
 from .admin import new_api_client
-from .binaries import TOOLS_BIN_ENV, BinaryNotFoundError, find_binary
 from .controlplane import ControlPlaneBinaries, ControlPlaneError, LocalControlPlane
 from .crds import CrdError, install_crd
 from .kubeconfig import ADMIN_CONTEXT, CLUSTER_NAME, PROVIDER_CONTEXT
@@ -22,8 +21,6 @@ __all__ = [
     "ADMIN_CONTEXT",
     "CLUSTER_NAME",
     "PROVIDER_CONTEXT",
-    "TOOLS_BIN_ENV",
-    "BinaryNotFoundError",
     "ControlPlaneBinaries",
     "ControlPlaneError",
     "CrdError",
@@ -31,7 +28,6 @@ __all__ = [
     "NodePool",
     "NodePoolError",
     "PoolNode",
-    "find_binary",
     "free_port",
     "free_ports",
     "install_crd",

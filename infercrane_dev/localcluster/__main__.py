@@ -20,8 +20,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from infercrane_dev.toolchain import BinaryNotFoundError
+
 from . import nodecommands
-from .binaries import BinaryNotFoundError
 from .containerd import ImageImportError
 from .controlplane import ControlPlaneError, LocalControlPlane
 from .hostchecks import RealNodeUnavailable, unavailable

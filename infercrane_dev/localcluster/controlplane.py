@@ -36,10 +36,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
 
+from infercrane_dev.toolchain import find_binary
+
 from . import health, kserve, kwok
 from .admin import ClusterAdmin
 from .apiserver import apiserver_args
-from .binaries import find_binary
 from .certs import (
     ADMIN_GROUPS,
     generate_cluster_pki,

@@ -16,8 +16,9 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
+from infercrane_dev.toolchain import SYSTEM_PATH, BinaryNotFoundError, find_binary
+
 from . import hostlock, hostnet, noderecord
-from .binaries import SYSTEM_PATH, BinaryNotFoundError, find_binary
 from .kubelet import KUBELET_HEALTHZ_PORT, KUBELET_PORT
 from .kubeproxy import HEALTHZ_PORT, METRICS_PORT
 from .layout import NodeLayout

@@ -27,12 +27,17 @@ class HostLockedError(RuntimeError):
     """Another real node holds the machine."""
 
 
+# What holds the lock, for the refusal: a Kind cluster (infercrane_dev.kind) takes it too.
+REAL_NODE = "a real node"
+
+
 def _describe(path: Path) -> str:
     try:
         holder = json.loads(path.read_text(encoding="utf-8"))
-        return f"cluster {holder['workdir']} (started by pid {holder['pid']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "an unknown holder"
+        started = f"cluster {holder['workdir']} (started by pid {holder['pid']})"
+        return f"{holder.get('what', REAL_NODE)} already runs on this machine: {started}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "a real node already runs on this machine: an unknown holder"
 
 
 def _open_locked(path: Path) -> int:
@@ -43,10 +48,7 @@ def _open_locked(path: Path) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise HostLockedError(
-                f"a real node already runs on this machine: {_describe(path)}; "
-                "stop it with its `down` first"
-            ) from None
+            raise HostLockedError(f"{_describe(path)}; stop it with its `down` first") from None
         # The previous holder unlinks the file when done: a lock on the unlinked file would
         # exclude nobody, so retry on the file now at the path.
         try:
@@ -69,12 +71,16 @@ def is_locked(path: Path = LOCK_PATH) -> str | None:
     return None
 
 
-def acquire(workdir: Path, log_path: Path, path: Path = LOCK_PATH) -> ManagedProcess:
-    """Take the lock for ``workdir`` and hand it to a holder process; return that process."""
+def acquire(
+    workdir: Path, log_path: Path, path: Path = LOCK_PATH, *, what: str = REAL_NODE
+) -> ManagedProcess:
+    """Take the lock for ``workdir`` (``what`` it is, for the refusal) and hand it to a holder
+    process; return that process."""
     fd = _open_locked(path)
     try:
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"workdir": str(workdir), "pid": os.getpid()}).encode())
+        record = {"workdir": str(workdir), "pid": os.getpid(), "what": what}
+        os.write(fd, json.dumps(record).encode())
         # The holder shares the open file description, hence the lock, until it exits.
         return start_process(
             HOLDER_NAME, ["sleep", "infinity"], log_path, pass_fds=(fd,), cwd=workdir

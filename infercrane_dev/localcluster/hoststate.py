@@ -12,6 +12,8 @@ that did not exist deleted, changed tunables rewritten.
 
 Only one real node runs per machine (:mod:`.hostlock`), so whatever a baseline did not hold
 in these places is the node's.  This module must never be used without holding that lock.
+A Kind cluster (:mod:`infercrane_dev.kind`) holds the same lock and records its own list of
+fixed paths (Docker's) and cgroup names in a baseline of the same kind.
 """
 
 from __future__ import annotations
@@ -31,7 +33,17 @@ from typing import Any
 _PROC_SYS = Path("/proc/sys")
 # Tunables the node's components are known to set live under these; the whole subtrees are
 # recorded so that an unexpected change is put back too.
-SYSCTL_ROOTS = ("vm", "kernel", "net/ipv4", "net/ipv6", "net/bridge", "net/netfilter", "net/core")
+# fs: systemd as PID 1 of a privileged container raises fs.file-max on the host (Kind's nodes).
+SYSCTL_ROOTS = (
+    "vm",
+    "kernel",
+    "fs",
+    "net/ipv4",
+    "net/ipv6",
+    "net/bridge",
+    "net/netfilter",
+    "net/core",
+)
 # Writable, but changed by the kernel itself all the time.
 _VOLATILE_SYSCTLS = frozenset({"kernel/ns_last_pid"})
 _VOLATILE_SYSCTL_DIRS = ("kernel/random/",)
@@ -110,18 +122,30 @@ def nft_tables() -> list[str]:
 
 @dataclass
 class HostBaseline:
-    """The host before a real node started (recorded in the cluster's state for ``down``)."""
+    """The host before a real node started (recorded in the cluster's state for ``down``).
+
+    ``watched_paths`` are the fixed paths whose absence is recorded (any of them absent before
+    is removed after), ``cgroups`` the cgroup names whose directories under every hierarchy are
+    removed after (they hold nothing once the node's processes are gone).
+    """
 
     sysctls: dict[str, str] = field(default_factory=dict)
     nft_tables: list[str] = field(default_factory=list)
     existing_paths: list[str] = field(default_factory=list)
+    watched_paths: list[str] = field(default_factory=lambda: list(HOST_PATHS))
+    cgroups: list[str] = field(default_factory=lambda: [KUBEPODS])
 
     @classmethod
-    def capture(cls) -> HostBaseline:
+    def capture(
+        cls, paths: Iterable[str] = HOST_PATHS, cgroups: Iterable[str] = (KUBEPODS,)
+    ) -> HostBaseline:
+        watched = list(paths)
         return cls(
             sysctls=read_sysctls(),
             nft_tables=nft_tables(),
-            existing_paths=[p for p in HOST_PATHS if os.path.lexists(p)],
+            existing_paths=[p for p in watched if os.path.lexists(p)],
+            watched_paths=watched,
+            cgroups=list(cgroups),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -129,14 +153,19 @@ class HostBaseline:
             "sysctls": self.sysctls,
             "nft_tables": self.nft_tables,
             "existing_paths": self.existing_paths,
+            "watched_paths": self.watched_paths,
+            "cgroups": self.cgroups,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HostBaseline:
+        # A record written before the lists were recorded watched the real node's.
         return cls(
             sysctls={str(k): str(v) for k, v in dict(data["sysctls"]).items()},
             nft_tables=[str(t) for t in data["nft_tables"]],
             existing_paths=[str(p) for p in data["existing_paths"]],
+            watched_paths=[str(p) for p in data.get("watched_paths", HOST_PATHS)],
+            cgroups=[str(c) for c in data.get("cgroups", [KUBEPODS])],
         )
 
 
@@ -169,14 +198,14 @@ def unmount_under(root: Path) -> list[str]:
     return [f"still mounted: {point}" for point in mounts_under(root)]
 
 
-def kubepods_dirs() -> list[Path]:
-    """The ``kubepods`` cgroup directories of every hierarchy, deepest first."""
+def cgroup_dirs(name: str = KUBEPODS) -> list[Path]:
+    """The ``kubepods`` (or ``name``) cgroup directories of every hierarchy, deepest first."""
     found: list[Path] = []
     if not CGROUP_ROOT.is_dir():
         return found
     hierarchies = [CGROUP_ROOT, *(p for p in CGROUP_ROOT.iterdir() if p.is_dir())]
     for hierarchy in hierarchies:
-        top = hierarchy / KUBEPODS
+        top = hierarchy / name
         if top.is_dir():
             found += [Path(dirpath) for dirpath, _, _ in os.walk(top)]
     return sorted(found, key=lambda p: len(p.parts), reverse=True)
@@ -184,7 +213,7 @@ def kubepods_dirs() -> list[Path]:
 
 def kubepods_pids() -> set[int]:
     pids: set[int] = set()
-    for directory in kubepods_dirs():
+    for directory in cgroup_dirs():
         with contextlib.suppress(OSError):
             text = (directory / "cgroup.procs").read_text(encoding="utf-8")
             pids |= {int(pid) for pid in text.split()}
@@ -204,9 +233,9 @@ def kill_pod_processes(timeout: float = 10.0) -> list[str]:
     return []
 
 
-def remove_kubepods_cgroups() -> list[str]:
+def remove_cgroups(name: str = KUBEPODS) -> list[str]:
     errors = []
-    for directory in kubepods_dirs():
+    for directory in cgroup_dirs(name):
         try:
             directory.rmdir()
         except FileNotFoundError:
@@ -219,7 +248,8 @@ def remove_kubepods_cgroups() -> list[str]:
 def restore(baseline: HostBaseline) -> list[str]:
     """Put back what ``baseline`` recorded; every step is tried, errors are returned."""
     errors = kill_pod_processes()
-    errors += remove_kubepods_cgroups()
+    for name in baseline.cgroups:
+        errors += remove_cgroups(name)
     for table in nft_tables():
         if table not in baseline.nft_tables:
             done = subprocess.run(
@@ -230,7 +260,7 @@ def restore(baseline: HostBaseline) -> list[str]:
             )
             if done.returncode != 0:
                 errors.append(f"nft delete table {table}: {done.stderr.strip()}")
-    for path in HOST_PATHS:
+    for path in baseline.watched_paths:
         if path not in baseline.existing_paths and os.path.lexists(path):
             unmount_under(Path(path))
             shutil.rmtree(path, ignore_errors=True)

@@ -1,5 +1,7 @@
 """How the local control plane runs the KServe controller (``kserve-manager``, KServe v0.20.0
-from ``hack/tools``): what is installed before it starts, and its command line.
+from ``hack/tools``): what is installed before it starts, and its command line. A Kind cluster
+installs the same CRDs and ConfigMap, and upstream's webhooks pointed at a Service instead
+(:mod:`infercrane_dev.kind.kserve`).
 
 Installed first, as admin, from the toolchain's verbatim copies of upstream's files
 (``<bin dir>/kserve/``): the CRDs; the namespace ``kserve`` with the ``inferenceservice-config``
@@ -16,7 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +59,11 @@ class KServeFiles:
     def config(self) -> Path:
         return self.root / "inferenceservice-config.yaml"
 
+    def install(self, relative: str) -> Path:
+        """Upstream's ``config/<relative>``, what its kustomize installs to run the manager in a
+        cluster (``hack/tools`` copies the few files a Kind cluster needs)."""
+        return self.root / "install" / relative
+
 
 def serving_cert_dir(tmp: Path) -> Path:
     """Where the manager's webhook server reads ``tls.crt`` and ``tls.key``: controller-runtime's
@@ -86,19 +93,32 @@ def standard_config(document: Mapping[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
 
 
+ClientConfig = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def by_url(url: str) -> ClientConfig:
+    """Each webhook called at ``url`` + the path upstream's Service reference names."""
+    return lambda service: {"url": url + service["path"]}
+
+
 def webhook_configurations(
-    documents: Iterable[Mapping[str, Any]], *, url: str, ca_pem: bytes
+    documents: Iterable[Mapping[str, Any]],
+    *,
+    client_config: ClientConfig,
+    ca_pem: bytes,
+    fail_open: Collection[str] = (),
 ) -> list[dict[str, Any]]:
-    """Upstream's webhook configurations, each webhook called at ``url`` + its path and trusting
-    ``ca_pem``; the Pod mutator fails open."""
+    """Upstream's webhook configurations, each webhook's ``clientConfig`` made from upstream's
+    Service reference (whose name and namespace are kustomize placeholders) and trusting
+    ``ca_pem``; the webhooks named in ``fail_open`` fail open."""
     bundle = base64.b64encode(ca_pem).decode("ascii")
     found = []
     for document in documents:
         webhooks = []
         for webhook in document["webhooks"]:
-            path = webhook["clientConfig"]["service"]["path"]
-            changed = dict(webhook) | {"clientConfig": {"url": url + path, "caBundle": bundle}}
-            if webhook["name"] == POD_MUTATOR:
+            config = client_config(webhook["clientConfig"]["service"]) | {"caBundle": bundle}
+            changed = dict(webhook) | {"clientConfig": config}
+            if webhook["name"] in fail_open:
                 changed["failurePolicy"] = "Ignore"
             webhooks.append(changed)
         metadata = {"name": document["metadata"]["name"]}
@@ -110,8 +130,25 @@ def install(
     api_client: ApiClient, files: KServeFiles, *, webhook_url: str, ca_pem: bytes, timeout: float
 ) -> None:
     """What the manager needs before it starts: CRDs (Established), its namespace and
-    ConfigMap, its webhook configurations."""
-    from kubernetes.client import AdmissionregistrationV1Api, ApiextensionsV1Api, CoreV1Api
+    ConfigMap, its webhook configurations (called on loopback; the Pod mutator fails open, so
+    no Pod waits for a stopped controller)."""
+    install_api(api_client, files, timeout=timeout)
+    documents = webhook_configurations(
+        load_webhooks(files),
+        client_config=by_url(webhook_url),
+        ca_pem=ca_pem,
+        fail_open=[POD_MUTATOR],
+    )
+    create_webhooks(api_client, documents)
+
+
+def load_webhooks(files: KServeFiles) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(files.webhooks.read_text(encoding="utf-8")) if d]
+
+
+def install_api(api_client: ApiClient, files: KServeFiles, *, timeout: float) -> None:
+    """KServe's CRDs (Established), its namespace and the ConfigMap in Standard mode."""
+    from kubernetes.client import ApiextensionsV1Api, CoreV1Api
 
     extensions = ApiextensionsV1Api(api_client)
     names = [apply_crd(extensions, crd) for path in files.crds for crd in load_crds(path)]
@@ -123,9 +160,13 @@ def install(
     core.create_namespace({"metadata": {"name": NAMESPACE}})  # type: ignore[arg-type]
     config = standard_config(yaml.safe_load(files.config.read_text(encoding="utf-8")))
     core.create_namespaced_config_map(NAMESPACE, config)  # type: ignore[arg-type]
+
+
+def create_webhooks(api_client: ApiClient, documents: Iterable[Mapping[str, Any]]) -> None:
+    from kubernetes.client import AdmissionregistrationV1Api
+
     admission = AdmissionregistrationV1Api(api_client)
-    documents = [d for d in yaml.safe_load_all(files.webhooks.read_text(encoding="utf-8")) if d]
-    for document in webhook_configurations(documents, url=webhook_url, ca_pem=ca_pem):
+    for document in documents:
         if document["kind"] == "MutatingWebhookConfiguration":
             admission.create_mutating_webhook_configuration(document)  # type: ignore[arg-type]
         else:

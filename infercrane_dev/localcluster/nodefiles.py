@@ -15,8 +15,9 @@ from pathlib import Path
 
 import yaml
 
+from infercrane_dev.toolchain import SYSTEM_PATH, find_binary
+
 from . import containerd, hostnet
-from .binaries import SYSTEM_PATH, find_binary
 from .certs import (
     KUBE_PROXY_USER,
     KUBELET_GROUPS,

@@ -73,7 +73,7 @@ class RealNodeRuntime:
             errors += hoststate.kill_pod_processes()
             for process in runtime:
                 errors += _stop(process, grace)
-            errors += _kill_shims(self.layout.containerd.address)
+            errors += kill_shims(self.layout.containerd.address)
             errors += hoststate.unmount_under(self.layout.root)
             try:
                 hostnet.remove_bridge()
@@ -125,7 +125,7 @@ def _stop(process: ManagedProcess, grace: float) -> list[str]:
     return []
 
 
-def _kill_shims(address: Path) -> list[str]:
+def kill_shims(address: Path) -> list[str]:
     """SIGKILL containerd shims serving ``address`` (they outlive containerd by design)."""
     needle = str(address).encode()
     survivors = []

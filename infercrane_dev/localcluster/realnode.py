@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infercrane_dev.images import build_images
+from infercrane_dev.toolchain import SYSTEM_PATH, find_binary
 
 from . import containerd, health, hostlock, hostnet, hoststate, noderecord
 from .admin import new_api_client
-from .binaries import SYSTEM_PATH, find_binary
 from .certs import APISERVER_KUBELET_CLIENT_USER, CertificateAuthority, kubelet_user
 from .deviceplugin import device_plugin_args
 from .hostchecks import RealNodeUnavailable, unavailable

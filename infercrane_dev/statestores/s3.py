@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infercrane_dev.localcluster import find_binary
 from infercrane_dev.localcluster.ports import LOOPBACK, free_port
 from infercrane_dev.localcluster.processes import (
     ManagedProcess,
@@ -25,6 +24,7 @@ from infercrane_dev.localcluster.processes import (
     stop_process,
     wait_until_ready,
 )
+from infercrane_dev.toolchain import find_binary
 
 BUCKET = "infercrane-state"
 REGION = "us-east-1"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infercrane_dev.images.catalog import binaries
-from infercrane_dev.localcluster import BinaryNotFoundError, find_binary
+from infercrane_dev.toolchain import BinaryNotFoundError, find_binary
 
 NODE_BINARIES = (*binaries(), "infercrane-gpu-device-plugin")
 

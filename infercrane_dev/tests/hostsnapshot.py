@@ -24,6 +24,9 @@ NODE_PROCESSES = frozenset(
         "containerd-shim-runc-v2",
         "runc",
         "infercrane-gpu-device-plugin",
+        # A Kind cluster's (infercrane_dev.kind): its daemon, and the proxy of its published ports.
+        "dockerd",
+        "docker-proxy",
     }
 )
 LISTED_DIRS = ("/run", "/var/run", "/var/lib", "/var/log", "/etc", "/opt", "/usr/libexec")
@@ -67,7 +70,7 @@ def snapshot() -> dict[str, Any]:
         "iptables": _run("iptables-save"),
         "ip6tables": _run("ip6tables-save"),
         "nftables": _run("nft", "list", "ruleset"),
-        "cgroups": [str(p) for p in hoststate.kubepods_dirs()],
+        "cgroups": [str(p) for p in hoststate.cgroup_dirs()],
         "sysctls": hoststate.read_sysctls(),
         **{f"ls {d}": _listing(d) for d in LISTED_DIRS},
     }

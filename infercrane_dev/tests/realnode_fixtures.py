@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from infercrane_dev.localcluster import BinaryNotFoundError, find_binary
-from infercrane_dev.localcluster.binaries import CONTROL_PLANE_BINARIES, SCHEDULING_BINARIES
 from infercrane_dev.localcluster.hostchecks import unavailable as machine_unfit
 from infercrane_dev.localcluster.realnodes import RealNodeSpec
+from infercrane_dev.toolchain import (
+    CONTROL_PLANE_BINARIES,
+    SCHEDULING_BINARIES,
+    BinaryNotFoundError,
+    find_binary,
+)
 from tests.conformance.harness import unavailable
 
 SERVER_IMAGE = "vllm-openai-standin"

@@ -54,8 +54,16 @@ EXPECTED: dict[str, tuple[list[list[tuple[str, bytes, int, str]]], dict[str, Any
         [ROOTFS, STANDIN, [("usr/bin/python3", LINK, 0o777, "/usr/local/bin/infercrane-standin")]],
         {"Env": [PATH_ENV]},
     ),
+    "gpu-device-plugin": (
+        [ROOTFS, [("usr/local/bin/infercrane-gpu-device-plugin", FILE, 0o755, "")]],
+        {"Env": [PATH_ENV], "Entrypoint": ["/usr/local/bin/infercrane-gpu-device-plugin"]},
+    ),
 }
-BINARY_OF = {"pause": "infercrane-pause", "usr/local/bin/infercrane-standin": "infercrane-standin"}
+BINARY_OF = {
+    "pause": "infercrane-pause",
+    "usr/local/bin/infercrane-standin": "infercrane-standin",
+    "usr/local/bin/infercrane-gpu-device-plugin": "infercrane-gpu-device-plugin",
+}
 
 
 @pytest.fixture(scope="module")

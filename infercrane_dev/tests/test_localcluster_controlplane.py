@@ -18,9 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercrane_dev.localcluster import TOOLS_BIN_ENV
 from infercrane_dev.localcluster.__main__ import main
-from infercrane_dev.localcluster.binaries import BinaryNotFoundError, repo_root
 from infercrane_dev.localcluster.controlplane import (
     ControlPlaneBinaries,
     ControlPlaneError,
@@ -28,6 +26,7 @@ from infercrane_dev.localcluster.controlplane import (
 )
 from infercrane_dev.localcluster.processes import ProcessStartError, group_members
 from infercrane_dev.localcluster.state import STATE_FILE, load_state
+from infercrane_dev.toolchain import TOOLS_BIN_ENV, BinaryNotFoundError, repo_root
 
 FAKE_DAEMON = r"""
 import http.server, os, ssl, subprocess, sys, time

@@ -32,7 +32,12 @@ def test_webhooks_are_called_on_loopback_by_url_trusting_the_cluster_ca() -> Non
             webhook("inferenceservice.kserve-webhook-server.pod-mutator", "/mutate-pods"),
         ],
     }
-    [made] = kserve.webhook_configurations([mutating], url="https://127.0.0.1:9443", ca_pem=CA)
+    [made] = kserve.webhook_configurations(
+        [mutating],
+        client_config=kserve.by_url("https://127.0.0.1:9443"),
+        ca_pem=CA,
+        fail_open=[kserve.POD_MUTATOR],
+    )
     bundle = base64.b64encode(CA).decode()
     assert made == {
         "apiVersion": "admissionregistration.k8s.io/v1",

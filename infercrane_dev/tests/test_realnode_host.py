@@ -82,7 +82,8 @@ def test_a_start_that_fails_midway_leaves_the_host_as_before(
 
     def one_archive_damaged(bin_dir: Path, out_dir: Path) -> list[BuiltImage]:
         built = build_images(bin_dir, out_dir)
-        built[-1].archive.write_bytes(built[-1].archive.read_bytes()[:4096])
+        [damaged] = [i.archive for i in built if i.name.endswith("/runtime-standin")]
+        damaged.write_bytes(damaged.read_bytes()[:4096])
         return built
 
     # containerd starts, then an image import fails: one line naming the image, and rollback.

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_dev.localcluster import BinaryNotFoundError, find_binary
 from infercrane_dev.localcluster.processes import is_alive
 from infercrane_dev.statestores import postgres, s3
+from infercrane_dev.toolchain import BinaryNotFoundError, find_binary
 
 
 def test_postgres_initdb_per_server_password_auth_loopback_only_and_nothing_left() -> None:

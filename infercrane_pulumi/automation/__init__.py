@@ -10,12 +10,12 @@ shared backend (PostgreSQL, or S3 with a lease database) every run holds its sta
 (``leases``), so several replicas on several hosts can run the same stacks.
 """
 
+from infercrane_pulumi.automation.engine import stack_locks
 from infercrane_pulumi.automation.environment import (
     EnvironmentFlags,
     PulumiEnvironment,
     resolve_environment,
 )
-from infercrane_pulumi.automation.locks import stack_locks
 from infercrane_pulumi.automation.namespaces import NamespaceOutcome, NamespaceStack, ensure_many
 from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.policypack import PolicyPack

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from infercrane_pulumi import kubeconfigs
 from infercrane_pulumi.automation import backends
 from infercrane_pulumi.errors import ConfigError
 
@@ -28,6 +29,8 @@ class PulumiEnvironment:
     pulumi_home: Path
     passphrase: str = field(repr=False)
     bin_dir: Path | None = None
+    # The kubeconfig of a stack whose settings name none (``kubeconfigs``): its runs hand it to
+    # the program explicitly, never through a variable.
     kubeconfig: Path | None = None
     backend_url: str | None = None  # never with a password in it
     # What the backend's driver reads from the environment: PGPASSWORD, S3 keys.
@@ -100,8 +103,6 @@ class PulumiEnvironment:
             variables["PULUMI_SKIP_CHECKPOINTS"] = "true"
         if self.bin_dir is not None:
             variables["PATH"] = os.pathsep.join([str(self.bin_dir), os.environ.get("PATH", "")])
-        if self.kubeconfig is not None:
-            variables["KUBECONFIG"] = str(self.kubeconfig)
         return variables
 
 
@@ -118,7 +119,8 @@ class EnvironmentFlags:
 
 def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> PulumiEnvironment:
     """The environment the flags, else the documented variables, describe; one ``ConfigError``
-    naming everything missing. The kubeconfig comes from ``$KUBECONFIG``."""
+    naming everything missing. The kubeconfig is the one kubectl would read: ``$KUBECONFIG``,
+    else ``~/.kube/config`` (``kubeconfigs.from_environment``)."""
     problems = []
     backend = flags.backend_url or environ.get("PULUMI_BACKEND_URL")
     if not backend:
@@ -137,14 +139,13 @@ def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> 
     if problems or backend is None or passphrase is None:
         raise ConfigError(problems)
     bin_dir, pulumi_home = pulumi_paths(flags, environ)
-    kubeconfig = environ.get("KUBECONFIG")
     return PulumiEnvironment.for_backend(
         backend,
         lease_url=flags.lease_url or environ.get("INFERCRANE_LEASE_URL"),
         pulumi_home=pulumi_home,
         passphrase=passphrase,
         bin_dir=bin_dir,
-        kubeconfig=Path(kubeconfig) if kubeconfig else None,
+        kubeconfig=kubeconfigs.from_environment(environ),
     )
 
 

@@ -22,31 +22,30 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import naming
-from infercrane_pulumi.automation import pairing, project, results, stacks
+from infercrane_pulumi import kubeconfigs
+from infercrane_pulumi.automation import engine, pairing, project, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.run import (
     EventHandler,
+    Held,
     RunOptions,
     exclusive,
-    local_settings,
     run,
 )
 from infercrane_pulumi.cluster import client, doctor, observe
-from infercrane_pulumi.cluster.unchanged import Applied
-from infercrane_pulumi.config_files import dump_document, load_document, put_policy, stack_file
+from infercrane_pulumi.config_files import kubeconfig_entry, stack_file, write_config
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import InferCraneError, InternalError
 from infercrane_pulumi.intents import (
     KUBERNETES_KEY,
-    REPLICAS_KEY,
     KubernetesSettings,
     PolicySettings,
     ReplicaIntent,
     StackConfig,
 )
+from infercrane_pulumi.records import Applied
 
 
 @dataclass
@@ -80,18 +79,18 @@ class NamespaceStack:
     def remove(self, external_key: str) -> results.StackResult:
         """Delete one key's objects and keep every other key as the stack applied it, its
         applied settings included (``stacks.removal``; no-op if absent)."""
-        with self._exclusive():  # no other replica's run lands between the read and ours
+        with self._exclusive() as held:  # no other replica's run lands between read and run
             config, applied = stacks.removal(
                 self.stack(), external_key, self.settings, self._connect
             )
             # A removal only deletes: what it keeps was judged when it was applied.
-            return self._run("up", config, applied, judged=False)
+            return self._run_held(held, "up", config, applied, judged=False)
 
     def destroy(self) -> results.StackResult:
         """Delete every object of the stack (the preflight still runs first)."""
-        with self._exclusive():
+        with self._exclusive() as held:
             applied = stacks.applied(self.stack())
-            return self._run("destroy", self.config(applied.intents), applied)
+            return self._run_held(held, "destroy", self.config(applied.intents), applied)
 
     def observe(self, external_key: str | None = None) -> list[observe.ReplicaObservation]:
         """The live state of every applied key (or one), read fresh from the cluster and
@@ -128,51 +127,48 @@ class NamespaceStack:
             )
         return self._stack
 
-    def _exclusive(self) -> contextlib.AbstractContextManager[object]:
+    def _exclusive(self) -> contextlib.AbstractContextManager[Held]:
         return exclusive(self.env, self.stack_name, self.wait_seconds)
 
     def _connect(self, settings: KubernetesSettings) -> client.Cluster:
-        return client.connect(local_settings(settings, self.env))
+        return client.connect(kubeconfigs.resolved(settings, self.env.kubeconfig))
 
     def _write(self, stack: auto.Stack, config: StackConfig) -> None:
-        """Write ``config`` into the stack file, the kubeconfig through Pulumi as a secret.
+        """Write ``config`` into the stack file, the kubeconfig through Pulumi as a secret
+        (given on stdin, never in a command line: ``engine.set_secret``).
 
         The intents are written as YAML directly: Pulumi's config commands take values as
         command-line arguments, and a few hundred intents exceed the kernel's 128 KiB limit
         for one argument. The encryption salt and the encrypted kubeconfig are kept.
         """
         path = stack_file(self.workspace, self.stack_name)
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
-        document = load_document(text) or {}
-        section = document.setdefault("config", {})
-        settings = naming.settings_record(config.kubernetes)
         digest = hashlib.sha256((config.kubernetes.kubeconfig or "").encode()).hexdigest()
-        encrypted = (section.get(KUBERNETES_KEY) or {}).get("kubeconfig")
+        encrypted = kubeconfig_entry(path)
         kept = digest == self._kubeconfig_digest and isinstance(encrypted, dict)
-        if kept:
-            settings["kubeconfig"] = encrypted
-        section[KUBERNETES_KEY] = settings
-        section[REPLICAS_KEY] = [
-            intent.model_dump(mode="json", by_alias=True) for intent in config.replicas
-        ]
-        put_policy(section, config.policy)
-        updated = dump_document(document)
-        if updated != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(f".{path.name}.{os.getpid()}")
-            partial.write_text(updated, encoding="utf-8")
-            partial.replace(path)
+        write_config(path, config, kubeconfig=encrypted if kept else None)
         if config.kubernetes.kubeconfig is not None and not kept:
+            workspace = stack.workspace
             with stacks.pulumi_errors(self.stack_name):
-                stack.set_config(
-                    f"{KUBERNETES_KEY}.kubeconfig",
-                    auto.ConfigValue(config.kubernetes.kubeconfig, secret=True),
-                    path=True,
+                engine.set_secret(
+                    workspace.pulumi_command,
+                    stack=self.stack_name,
+                    path=f"{KUBERNETES_KEY}.kubeconfig",
+                    value=config.kubernetes.kubeconfig,
+                    cwd=workspace.work_dir,
+                    env=workspace.env_vars,
                 )
         self._kubeconfig_digest = digest
 
-    def _run(
+    def _run(self, operation: Operation, config: StackConfig) -> results.StackResult:
+        # The stack is opened (created, the first time) under its lease: Pulumi's look-then-
+        # create is not atomic, and on a shared backend two replicas creating one stack at once
+        # could each write it (the one busy replica now answers stack-busy before that).
+        with self._exclusive() as held:
+            return self._run_held(held, operation, config)
+
+    def _run_held(
         self,
+        held: Held,
         operation: Operation,
         config: StackConfig,
         applied: Applied | None = None,
@@ -184,13 +180,9 @@ class NamespaceStack:
             wait_seconds=self.wait_seconds,
             policy_pack=self.policy_pack if judged else None,
         )
-        # The stack is opened (created, the first time) under its lease: Pulumi's look-then-
-        # create is not atomic, and on a shared backend two replicas creating one stack at once
-        # could each write it (the one busy replica now answers stack-busy before that).
-        with self._exclusive():
-            stack = self.stack()
-            self._write(stack, config)
-            return run(stack, self.env, operation, config, applied=applied, options=options)
+        stack = self.stack()
+        self._write(stack, config)
+        return run(stack, self.env, operation, config, held=held, applied=applied, options=options)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import cast
 import yaml
 from pulumi import automation as auto
 
+from infercrane_pulumi.automation import engine
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import Enforcement, RuleId
 from infercrane_pulumi.policy import crossguard
@@ -63,16 +64,15 @@ class PolicyPack:
             raise ConfigError(problems)
 
 
-def findings(events: Iterable[auto.EngineEvent], keys: Mapping[str, str]) -> tuple[Finding, ...]:
+def findings(reported: Iterable[auto.PolicyEvent], keys: Mapping[str, str]) -> tuple[Finding, ...]:
     """What InferCrane's pack reported, each once (an ``up`` reports its preview's too), in the
     order reported; ``keys``: the external key of each URN the run stepped on."""
     found: dict[Finding, None] = {}
-    for event in events:
-        policy = event.policy_event
-        if policy is None or policy.policy_pack_name != crossguard.PACK_NAME:
+    for policy in reported:
+        if policy.policy_pack_name != crossguard.PACK_NAME:
             continue
         rule = cast(RuleId, policy.policy_name)
-        message = policy.message.removeprefix(f"{_DESCRIPTIONS.get(rule)}\n").strip()
+        message = engine.policy_message(policy, _DESCRIPTIONS.get(rule))
         # A violation is reported mandatory or advisory (a disabled rule reports none).
         level: Enforcement = "mandatory" if policy.enforcement_level == "mandatory" else "advisory"
         found[Finding(rule, level, keys.get(policy.resource_urn or ""), message)] = None

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pulumi import automation as auto
 
+from infercrane_pulumi.automation.engine import stack_locks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.automation.locks import stack_locks
 
 
 def recover(stack: auto.Stack, env: PulumiEnvironment) -> list[str]:

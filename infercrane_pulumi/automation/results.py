@@ -21,10 +21,10 @@ from pulumi import automation as auto
 
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.automation import policypack, targets
-from infercrane_pulumi.cluster.deletion import Doomed
-from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
+from infercrane_pulumi.cluster.verdict import Doomed
 from infercrane_pulumi.intents import StackConfig
-from infercrane_pulumi.policy.rules import evaluate_stack
+from infercrane_pulumi.policy.rules import Finding
+from infercrane_pulumi.records import Applied, AppliedObject
 from infercrane_pulumi.review.changes import (
     Change,
     Drift,
@@ -153,11 +153,13 @@ def stack_result(
     config: StackConfig,
     events: Iterable[auto.EngineEvent],
     *,
+    findings: Sequence[Finding] = (),
     kept: Mapping[str, Sequence[AppliedObject]] | None = None,
 ) -> StackResult:
-    """Per-key results of one run: stack keys in stack order, then keys it deleted. ``kept``:
-    the objects of keys the engine kept as applied whose steps were not read (carried keys),
-    each ``same``."""
+    """Per-key results of one run: stack keys in stack order, then keys it deleted.
+    ``findings``: the stack's own policy findings, as the run judged them; ``kept``: the
+    objects of keys the engine kept as applied whose steps were not read (carried keys), each
+    ``same``."""
     steps = steps_of(events)
     known = kept or {}
     by_key: dict[str, list[Step]] = {}
@@ -199,12 +201,15 @@ def stack_result(
         renames=tuple(find_renames(inputs("delete"), inputs("create"))),
         # The run path refuses a run with a mandatory finding: what is left is advisory. A
         # destroy leaves nothing to judge.
-        policy=() if operation == "destroy" else _advisory(stack, config, events),
+        policy=() if operation == "destroy" else _advisory(stack, config, findings, events),
     )
 
 
 def _advisory(
-    stack: str, config: StackConfig, events: Iterable[auto.EngineEvent]
+    stack: str,
+    config: StackConfig,
+    findings: Sequence[Finding],
+    events: Iterable[auto.EngineEvent],
 ) -> tuple[PolicyFinding, ...]:
     """The stack's own findings and its policy pack's, each once (the same settings find the
     same)."""
@@ -214,7 +219,8 @@ def _advisory(
         settings=config.kubernetes,
         keys=(intent.external_key for intent in config.replicas),
     )
-    found = [*evaluate_stack(config), *policypack.findings(events, owners)]
+    reported = (event.policy_event for event in events if event.policy_event is not None)
+    found = [*findings, *policypack.findings(reported, owners)]
     return policy_findings(tuple(dict.fromkeys(found)))
 
 
@@ -222,8 +228,15 @@ def _same(objects: Iterable[AppliedObject]) -> tuple[ObjectChange, ...]:
     return tuple(ObjectChange(o.kind, o.name, "same", uid=o.uid) for o in objects)
 
 
-def unchanged(operation: str, stack: str, config: StackConfig, applied: Applied) -> StackResult:
-    """A verified no-op (``cluster.unchanged``): every key ``same``, its objects as applied."""
+def unchanged(
+    operation: str,
+    stack: str,
+    config: StackConfig,
+    applied: Applied,
+    findings: Sequence[Finding] = (),
+) -> StackResult:
+    """A verified no-op (every key kept: ``cluster.verdict``): every key ``same``, its objects
+    as applied."""
     settings = config.kubernetes
     replicas = tuple(
         KeyChange(
@@ -243,8 +256,17 @@ def unchanged(operation: str, stack: str, config: StackConfig, applied: Applied)
         replicas=replicas,
         notes=(VERIFIED_NOTE,),
         verified_unchanged=True,
-        policy=policy_findings(evaluate_stack(config)),
+        policy=policy_findings(tuple(findings)),
     )
+
+
+def with_reasons(result: StackResult, reasons: Mapping[str, Sequence[str]]) -> StackResult:
+    """``result``, each key carrying why the run worked on it (``cluster.verdict``)."""
+    replicas = tuple(
+        dataclasses.replace(replica, reasons=tuple(reasons.get(replica.external_key, ())))
+        for replica in result.replicas
+    )
+    return dataclasses.replace(result, replicas=replicas)
 
 
 def with_deletions(result: StackResult, deleted: Sequence[Doomed]) -> StackResult:

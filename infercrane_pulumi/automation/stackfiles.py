@@ -23,26 +23,25 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import naming
+from infercrane_pulumi import kubeconfigs
 from infercrane_pulumi.automation import project, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.results import StackResult
 from infercrane_pulumi.automation.run import (
     DEFAULT_OPTIONS,
+    Held,
     RunOptions,
     exclusive,
-    local_settings,
     run,
 )
 from infercrane_pulumi.cluster import client, observe
 from infercrane_pulumi.config_files import (
     STACK_FILE,
-    dump_document,
     load_document,
     parse_stack_text,
-    put_policy,
     stack_file,
+    write_config,
 )
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
@@ -64,6 +63,7 @@ class _Opened:
     config: StackConfig  # the file's, validated; encrypted kubeconfig contents decrypted
     document: dict[str, Any]  # the file's YAML
     copy: Path  # the file's copy, which the program reads
+    held: Held | None  # the stack held for a run (None: opened for a read)
 
 
 def run_stack_file(
@@ -89,10 +89,13 @@ def run_stack_file(
                 stack,
                 remove_key,
                 opened.config.kubernetes,
-                lambda settings: client.connect(local_settings(settings, env)),
+                lambda settings: client.connect(kubeconfigs.resolved(settings, env.kubeconfig)),
             )
             _rewrite(opened, config)
-        return run(stack, env, operation, config, applied=applied, options=options)
+        assert opened.held is not None
+        return run(
+            stack, env, operation, config, held=opened.held, applied=applied, options=options
+        )
 
 
 def inspect_stack_file(
@@ -108,7 +111,7 @@ def inspect_stack_file(
         return stacks.observe_applied(
             opened.stack,
             opened.config.kubernetes,
-            lambda settings: connect(local_settings(settings, env)),
+            lambda settings: connect(kubeconfigs.resolved(settings, env.kubeconfig)),
             keys,
         )
 
@@ -127,11 +130,10 @@ def _opened(
     config = parse_stack_text(text, source=str(path))
     document: dict[str, Any] = load_document(text)
     with (
-        contextlib.ExitStack() as held,
+        contextlib.ExitStack() as entered,
         tempfile.TemporaryDirectory(prefix="infercrane-workspace-") as scratch,
     ):
-        if held_for is not None:
-            held.enter_context(exclusive(env, name, held_for))
+        held = None if held_for is None else entered.enter_context(exclusive(env, name, held_for))
         workspace = project.write_project(Path(scratch))
         copy = stack_file(workspace, name)
         copy.write_text(text, encoding="utf-8")
@@ -140,20 +142,14 @@ def _opened(
             # Encrypted contents: this process reads the cluster with them too, as the
             # program will (and so the program knows its preflight has run).
             config = _with_kubeconfig(stack, document, config)
-        yield _Opened(stack, config, document, copy)
+        yield _Opened(stack, config, document, copy, held)
 
 
 def _rewrite(opened: _Opened, config: StackConfig) -> None:
     """The copy holding ``config`` for the program: its settings, intents and policy, the
     file's own kubeconfig entry (encrypted contents stay encrypted)."""
-    section = opened.document["config"]
-    settings = naming.settings_record(config.kubernetes)
-    if "kubeconfig" in section[KUBERNETES_KEY]:
-        settings["kubeconfig"] = section[KUBERNETES_KEY]["kubeconfig"]
-    section[KUBERNETES_KEY] = settings
-    section[REPLICAS_KEY] = [i.model_dump(mode="json", by_alias=True) for i in config.replicas]
-    put_policy(section, config.policy)
-    opened.copy.write_text(dump_document(opened.document), encoding="utf-8")
+    entry = opened.document["config"][KUBERNETES_KEY].get("kubeconfig")
+    write_config(opened.copy, config, kubeconfig=entry)
 
 
 def _with_kubeconfig(stack: auto.Stack, document: Any, config: StackConfig) -> StackConfig:

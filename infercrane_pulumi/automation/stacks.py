@@ -20,19 +20,19 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import naming
-from infercrane_pulumi.automation import backends, checkpoints, leasedb, project
+from infercrane_pulumi import records
+from infercrane_pulumi.automation import backends, engine, leasedb, project
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.automation.locks import stack_locks
-from infercrane_pulumi.cluster import client, observe, preflight, unchanged
-from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
+from infercrane_pulumi.cluster import client, observe, preflight, verdict
 from infercrane_pulumi.errors import (
     ConfigError,
     DamagedStateError,
     RunFailedError,
     StackBusyError,
 )
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
+from infercrane_pulumi.intents import KubernetesSettings, StackConfig
+from infercrane_pulumi.records import Applied
+from infercrane_pulumi.workloads import render
 
 LOCK_POLL_SECONDS = 0.5
 # How a caller reads the cluster with settings it did not choose (the applied ones).
@@ -44,7 +44,8 @@ _guards_lock = threading.Lock()
 
 @contextlib.contextmanager
 def pulumi_errors(stack_name: str) -> Iterator[None]:
-    """Map Pulumi's own exceptions to the project's errors (command failures: see ``_run``)."""
+    """Map Pulumi's own exceptions to the project's errors (an engine run's failures are the
+    run path's to say: ``automation.attempt``)."""
     try:
         yield
     except auto.errors.ConcurrentUpdateError as error:
@@ -88,17 +89,23 @@ def serialized(env: PulumiEnvironment, stack_name: str) -> threading.RLock:
         return _guards.setdefault((env.backend, stack_name), threading.RLock())
 
 
+def holders(env: PulumiEnvironment, stack_name: str) -> list[engine.Lock]:
+    """The live operations (of other processes) holding the stack's lock right now, and any
+    lock of a holder the engine's reader cannot name (``engine.locks``: it fails closed)."""
+    return [lock for lock in engine.stack_locks(env.local_state, stack_name) if not lock.stale]
+
+
 def held_elsewhere(env: PulumiEnvironment, stack_name: str) -> bool:
-    """Whether a live operation (of another process) holds the stack's lock right now."""
-    return any(not lock.stale for lock in stack_locks(env.local_state, stack_name))
+    """Whether the stack's lock may be held by another operation right now."""
+    return bool(holders(env, stack_name))
 
 
 def wait_until_free(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> None:
     deadline = time.monotonic() + wait_seconds
-    while held_elsewhere(env, stack_name):
+    while found := holders(env, stack_name):
         if time.monotonic() >= deadline:
             raise StackBusyError(
-                f"stack {stack_name}: another operation holds its lock"
+                f"stack {stack_name}: its lock is held by {found[0].holder}"
                 + (f" (waited {wait_seconds:.0f}s)" if wait_seconds else "")
             )
         time.sleep(LOCK_POLL_SECONDS)
@@ -109,7 +116,7 @@ def applied(stack: auto.Stack) -> Applied:
     intent and its objects' uid and generation, and the settings it applied them with.
 
     One read of one state version: of the checkpoint file itself on a local directory
-    (``checkpoints``: no CLI process), else one CLI read, because the SDK's ``Stack.outputs``
+    (``engine.checkpoints``: no CLI process), else one CLI read, because the SDK's ``Stack.outputs``
     reads the outputs twice (plain, then with secrets) and a run of another process landing
     between the two reads breaks it. Our outputs hold no secret, so one read says it all.
     Outputs that are not the shape the program writes are ``DamagedStateError``, never a
@@ -118,7 +125,7 @@ def applied(stack: auto.Stack) -> Applied:
     workspace = stack.workspace
     # The backend the CLI would read: the one its environment names.
     backend = workspace.env_vars.get("PULUMI_BACKEND_URL")
-    read = checkpoints.outputs(backend, project.PROJECT_NAME, stack.name)
+    read = engine.checkpoint_outputs(backend, project.PROJECT_NAME, stack.name)
     printed: str | None = None
     if read is None:
         with pulumi_errors(stack.name):
@@ -128,25 +135,8 @@ def applied(stack: auto.Stack) -> Applied:
                 workspace.env_vars,
             ).stdout
     try:
-        outputs = (read if printed is None else json.loads(printed or "{}")) or {}
-        replicas = (outputs.get("replicas") or {}).values()
-        settings = outputs.get(naming.SETTINGS_OUTPUT)
-        return Applied(
-            settings=None if settings is None else KubernetesSettings.model_validate(settings),
-            intents=tuple(ReplicaIntent.model_validate(entry["intent"]) for entry in replicas),
-            objects={
-                entry["intent"]["externalKey"]: tuple(
-                    AppliedObject(
-                        kind=str(o["kind"]),
-                        name=str(o["name"]),
-                        uid=o.get("uid"),
-                        generation=o.get("generation"),
-                    )
-                    for o in entry["objects"]
-                )
-                for entry in replicas
-            },
-            records={entry["intent"]["externalKey"]: entry for entry in replicas},
+        return records.from_outputs(
+            (read if printed is None else json.loads(printed or "{}")) or {}
         )
     except (ValueError, AttributeError, KeyError, TypeError) as error:
         # ValidationError is a ValueError; the others are a shape we never wrote.
@@ -168,7 +158,7 @@ def removal(
     is used). ``settings`` (a stack file's, a control plane's) are never applied otherwise: their
     pending edits, like pending intents, wait for the next ``up``. Outputs written before the
     settings were recorded run under ``settings`` only when every kept key is verified against
-    the cluster to be as those settings would apply it (``cluster.unchanged``); otherwise a
+    the cluster to be as those settings would apply it (kept by ``cluster.verdict``); otherwise a
     ``ConfigError`` says to run ``up`` first, which records them. Absent ``external_key``: a
     run of what the stack applied, which changes nothing."""
     found = applied(stack)
@@ -178,7 +168,7 @@ def removal(
     config = kept.config(settings)
     if found.settings is None and kept.intents:
         live = preflight.snapshot(connect(config.kubernetes), config.kubernetes)
-        verified = unchanged.verified_keys(config, found, live)
+        verified = verdict.judge(render(config, stack=None), live, applied=found).kept()
         unproven = sorted(i.external_key for i in kept.intents if i.external_key not in verified)
         if unproven:
             raise ConfigError(

@@ -1,6 +1,6 @@
 """Which of a stack's resources a run asks the engine to work on, by URN.
 
-When some keys are verified unchanged (``cluster.unchanged``) and others are not, the run
+When some keys are verified unchanged (``cluster.verdict``) and others are not, the run
 targets only the others: the engine neither diffs nor touches an untargeted resource, and keeps
 one the program does not register as the state holds it, so the program registers only the
 targeted keys (``carried``). Targeted are each worked-on key's component and objects. Never the

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import urllib3
@@ -38,6 +38,7 @@ from infercrane_pulumi.errors import (
 )
 from infercrane_pulumi.intents import KUBERNETES_KEY, KubernetesSettings
 from infercrane_pulumi.kinds import KINDS, Kind
+from infercrane_pulumi.kubeconfigs import ClusterIdentity
 from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.validators import kubeconfig_document
 
@@ -133,6 +134,8 @@ class Cluster:
 
     transport: Transport
     context: str = ""
+    # The API server this client reaches (None: a recorded transport, in unit tests).
+    identity: ClusterIdentity | None = None
 
     def get(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
         response = self.transport.request("GET", kind.path(namespace, name))
@@ -192,6 +195,13 @@ class Cluster:
             token = str((response.body.get("metadata") or {}).get("continue") or "")
             if not token:
                 return found
+
+    def metadata_if_allowed(self, kind: Kind, namespace: str) -> dict[str, dict[str, Any]] | None:
+        """Like ``metadata``, but None when this identity may not list the kind (403)."""
+        try:
+            return self.metadata(kind, namespace)
+        except ClusterForbiddenError:
+            return None
 
     def dry_run_apply(self, obj: Manifest) -> Response:
         meta = obj["metadata"]
@@ -376,22 +386,30 @@ def _json_object(raw: bytes | str) -> dict[str, Any]:
 
 
 def connect(settings: KubernetesSettings) -> Cluster:
-    """A client for exactly the configured context; never the kubeconfig's current context."""
+    """A client for exactly the configured context of exactly the resolved kubeconfig
+    (``kubeconfigs.resolved``); never the kubeconfig's current context, never a process's
+    ``KUBECONFIG``."""
     source = settings.kubeconfig
-    contents = kubeconfig_document(source or "")
+    if source is None:
+        raise InternalError(f"{KUBERNETES_KEY}.kubeconfig: connect before it was resolved")
+    contents = kubeconfig_document(source)
     try:
         if contents is not None:
             api_client = kubeconfig_loader.new_client_from_config_dict(  # type: ignore[no-untyped-call]
                 dict(contents), context=settings.context
             )
         else:
-            # The client reads KUBECONFIG once at import; read it now, as kubectl would.
             api_client = kubeconfig_loader.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=source or os.environ.get("KUBECONFIG"), context=settings.context
+                config_file=source, context=settings.context
             )
+        configuration = api_client.configuration
+        ca = configuration.ssl_ca_cert
+        identity = ClusterIdentity.of(
+            configuration.host, None if ca is None else Path(ca).read_bytes()
+        )
     except (ConfigException, OSError, yaml.YAMLError, TypeError, ValueError) as error:
         raise ConfigError(
             f"{KUBERNETES_KEY}.context: cannot load context {settings.context!r} "
             f"from the kubeconfig ({type(error).__name__})"
         ) from error
-    return Cluster(RestTransport(api_client), context=settings.context)
+    return Cluster(RestTransport(api_client), context=settings.context, identity=identity)

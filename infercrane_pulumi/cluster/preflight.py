@@ -6,7 +6,8 @@ written: every object the run applies or deletes that exists must be exactly our
 such managers, and a strict server-side dry-run (our field manager, never forced) of every
 applied object must succeed. The decisions are pure functions over one metadata ``snapshot`` of
 the namespace (one LIST per owned kind), which a driver also uses for its drift decision;
-``ownership`` puts them together as the one rule every run obeys.
+``verdict`` judges every object over it once, and ``ownership`` puts the checks together as
+the one rule every run obeys.
 """
 
 from __future__ import annotations
@@ -190,28 +191,21 @@ def require_served_apis(cluster: Cluster, api: workloads.WorkloadApi) -> None:
 
 
 def snapshot(cluster: Cluster, settings: KubernetesSettings) -> Snapshot:
-    """The namespace's objects of every owned kind, metadata only: one paged LIST per kind."""
+    """The namespace's objects of every owned kind, metadata only: one paged LIST per kind, of
+    every workload API's kinds, so that the stack's objects of an API it no longer uses are
+    judged too. Another API's kind that is not served holds nothing; one this identity may not
+    list is left out (unknown: ``verdict`` refuses a run that would need it)."""
     api = workloads.workload_api(settings)
     require_served_apis(cluster, api)
-    return {kind.kind: cluster.metadata(kind, settings.namespace) for kind in api.kinds}
-
-
-def check_ownership(
-    live: Snapshot, *, applied: Sequence[Manifest], deleted: Sequence[Manifest] = ()
-) -> None:
-    """Refuse, naming every one, the objects at our names that must not be touched: an object
-    about to be applied must be ours and free of take-over managers, one about to be deleted
-    must be exactly ours (a look-alike put in place of ours is never deleted)."""
-    problems: list[str] = []
-    for obj in applied:
-        meta = live[obj["kind"]].get(obj["metadata"]["name"])
-        problems += ownership_problems(obj, None if meta is None else {"metadata": meta})
-    for obj in deleted:
-        meta = live[obj["kind"]].get(obj["metadata"]["name"])
-        if meta is not None:
-            problems += foreign_problems(obj, meta)
-    if problems:
-        raise OwnershipError(problems)
+    found = {kind.kind: cluster.metadata(kind, settings.namespace) for kind in api.kinds}
+    for kind in workloads.OWNED_KINDS:
+        if kind.kind in found:
+            continue
+        if not kind.builtin and not cluster.served(kind):
+            found[kind.kind] = {}
+        elif (listed := cluster.metadata_if_allowed(kind, settings.namespace)) is not None:
+            found[kind.kind] = listed
+    return found
 
 
 def check_reconcilable(api: workloads.WorkloadApi, objects: Sequence[Manifest]) -> None:

@@ -54,8 +54,10 @@ def settings(rule: str, properties: Mapping[str, Any]) -> tuple[PolicySettings, 
         if name not in SETTINGS_OF[rule]
     ]
     parsed = None
+    known = {name: value for name, value in properties.items() if name in SETTINGS_OF[rule]}
     try:
-        parsed = _RuleSettings.model_validate(plain(properties))
+        # Only the rule's own settings: an unknown one is named once, above.
+        parsed = _RuleSettings.model_validate(plain(known))
     except ValidationError as error:
         problems += (
             f"policy pack config: {rule}."

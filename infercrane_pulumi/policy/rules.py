@@ -17,7 +17,7 @@ from typing import Any
 from infercrane_pulumi.errors import PolicyViolationError
 from infercrane_pulumi.intents import Enforcement, PolicySettings, RuleId, StackConfig
 from infercrane_pulumi.policy import podsecurity
-from infercrane_pulumi.workloads import replica_objects
+from infercrane_pulumi.workloads import Rendered, render
 
 
 @dataclass(frozen=True)
@@ -206,22 +206,28 @@ def over_budget(
         )
 
 
-def evaluate_stack(config: StackConfig) -> tuple[Finding, ...]:
-    """``evaluate`` under ``config``'s policy over the workloads it renders (the first object
+def evaluate_rendered(rendered: Rendered) -> tuple[Finding, ...]:
+    """``evaluate`` under the stack's policy over the workloads it rendered (the first object
     of each intent)."""
+    config = rendered.config
     settings = config.kubernetes
     subjects = [
-        Subject(intent.external_key, intent.model, replica_objects(settings, intent)[0])
+        Subject(intent.external_key, intent.model, rendered.objects[intent.external_key][0])
         for intent in config.replicas
     ]
     context = Context(settings.gpu_resource, settings.gpu_product_label)
     return evaluate(config.policy, subjects, context)
 
 
-def enforce(config: StackConfig) -> tuple[Finding, ...]:
-    """The advisory findings of ``config``; raise ``PolicyViolationError`` listing every
+def evaluate_stack(config: StackConfig) -> tuple[Finding, ...]:
+    """``evaluate_rendered`` over what ``config`` renders."""
+    return evaluate_rendered(render(config, stack=None))
+
+
+def enforce(rendered: Rendered) -> tuple[Finding, ...]:
+    """The advisory findings of a stack; raise ``PolicyViolationError`` listing every
     mandatory one (per key in key order, then the stack's) when there is any."""
-    findings = evaluate_stack(config)
+    findings = evaluate_rendered(rendered)
     mandatory = [f.message for f in findings if f.enforcement == "mandatory"]
     if mandatory:
         raise PolicyViolationError(mandatory)

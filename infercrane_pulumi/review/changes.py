@@ -68,6 +68,9 @@ class KeyChange:
     # What the control plane routes on; a run fills them for the keys it keeps.
     resource_id: str | None = None
     endpoint: str | None = None
+    # Why the run worked on the key: each object its verdict did not keep, and why
+    # (``cluster.verdict``); none for a key verified unchanged, and in a diff.
+    reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,7 @@ def stack_json(changes: StackChanges) -> dict[str, Any]:
                     for o in replica.objects
                 ],
                 "policy": [_finding_json(f) for f in changes.findings_of(replica.external_key)],
+                "reasons": list(replica.reasons),
             }
             for replica in changes.replicas
         ],

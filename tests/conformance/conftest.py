@@ -28,6 +28,7 @@ from tests.conformance.harness import (
     ENGINE_BINARIES,
     ROOT,
     Harness,
+    engine_cli,
     require_toolchain,
     show,
     unavailable,
@@ -131,12 +132,15 @@ def _harness(
 
 @pytest.fixture
 def harness(
+    request: pytest.FixtureRequest,
     tenant: Tenant,
     pulumi_env: automation.PulumiEnvironment,
     admin_client: client.ApiClient,
     tmp_path: Path,
 ) -> Harness:
-    return _harness(tenant, pulumi_env, admin_client, tmp_path)
+    """On the pinned Pulumi CLI, or on each of ``ENGINE_CLIS`` when a test parametrizes it."""
+    env = dataclasses.replace(pulumi_env, bin_dir=engine_cli(getattr(request, "param", "pinned")))
+    return _harness(tenant, env, admin_client, tmp_path)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from infercrane_dev.localcluster import BinaryNotFoundError, find_binary
+from infercrane_dev.toolchain import BinaryNotFoundError, find_binary
 from infercrane_pulumi import automation, kinds, naming
 from infercrane_pulumi.automation import NamespaceStack, project
 from infercrane_pulumi.cluster.client import Cluster
@@ -68,6 +68,30 @@ def require_toolchain(names: tuple[str, ...] = LOCAL_BINARIES) -> Path:
         return find_binary("pulumi").parent
     except BinaryNotFoundError as missing:
         unavailable(f"hermetic toolchain missing ({missing}); run `make tools`")
+
+
+# The Pulumi CLIs the run path is tested on, at both ends of the range the README promises: the
+# pinned one (the bin dir's), which is also the oldest of the range the Go module proxy serves,
+# and the newest it serves, built beside it by the ``pulumi-newest`` family (hack/tools/README.md).
+# ``@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)`` runs a test on each; make
+# test runs the newest's cases last, once the family's background build is done.
+ENGINE_CLIS = (pytest.param("pinned"), pytest.param("newest", marks=pytest.mark.newest_cli))
+NEWEST_CLI = Path("pulumi-newest") / "bin"
+
+
+def engine_cli(which: str) -> Path:
+    """The bin dir of the Pulumi CLI ``which`` (one of ``ENGINE_CLIS``); skips like
+    ``require_toolchain`` when it is not built."""
+    pinned = require_toolchain(ENGINE_BINARIES)
+    if which == "pinned":
+        return pinned
+    newest = pinned / NEWEST_CLI
+    if not (newest / "pulumi").is_file():
+        unavailable(
+            f"the newest Pulumi CLI is missing ({newest / 'pulumi'}); "
+            "run `hack/tools/build.sh --only pulumi-newest`"
+        )
+    return newest
 
 
 def show(config: pytest.Config, text: str) -> None:
@@ -182,8 +206,11 @@ class Harness:
         )
 
     def process_env(self) -> dict[str, str]:
-        """The environment of a CLI process acting as the provider: its kubeconfig only."""
-        return os.environ | {"KUBECONFIG": str(self.provider.kubeconfig)}
+        """The environment of a person's process acting as the provider: its kubeconfig, and
+        none of the provider's ``PULUMI_K8S_*`` settings (``make test`` exports decoys of them
+        for the drivers, which must never pass them on)."""
+        person = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_K8S_")}
+        return person | {"KUBECONFIG": str(self.provider.kubeconfig)}
 
     def stack(self, env: automation.PulumiEnvironment | None = None) -> auto.Stack:
         return automation.open_stack(

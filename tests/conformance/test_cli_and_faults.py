@@ -25,7 +25,7 @@ from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import NamespaceStack, stack_locks
 from infercrane_pulumi.errors import ClusterUnavailableError, StackBusyError
 from infercrane_pulumi.intents import KubernetesSettings
-from tests.conformance.harness import ROOT, Harness, intent, replica, wait_for
+from tests.conformance.harness import ENGINE_CLIS, ROOT, Harness, intent, replica, wait_for
 from tests.conformance.proxy import CuttableProxy
 
 pytestmark = pytest.mark.conformance
@@ -79,6 +79,7 @@ def finished(process: subprocess.Popen[str]) -> tuple[int, dict[str, Any], str]:
 
 
 @pytest.mark.pythons
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
 def test_the_json_cli_previews_applies_observes_and_destroys_per_key(harness: Harness) -> None:
     harness.configure([replica("cli-a"), replica("cli-b")])
 
@@ -101,6 +102,13 @@ def test_the_json_cli_previews_applies_observes_and_destroys_per_key(harness: Ha
     lines = [json.loads(line) for line in progress.splitlines()]
     for line in lines:
         PROGRESS.validate(line)
+    # In the engine's order, as its event log holds it: each resource's step before its
+    # outcome, the summary last.
+    sequences = [line["sequence"] for line in lines]
+    assert sequences == sorted(set(sequences))
+    assert lines[-1]["type"] == "summary"
+    for urn in {line["urn"] for line in lines if "urn" in line}:
+        assert [line["type"] for line in lines if line.get("urn") == urn] == ["step", "done"]
     assert {
         (line["externalKey"], line["op"])
         for line in lines
@@ -150,7 +158,10 @@ def test_a_stack_held_by_a_live_process_is_busy_and_retryable(harness: Harness) 
         assert envelope["error"] == {
             "code": "stack-busy",
             "retryable": True,
-            "problems": [f"stack {harness.stack_name}: another operation holds its lock"],
+            "problems": [
+                f"stack {harness.stack_name}: its lock is held by process {holder.pid} on "
+                f"{os.uname().nodename}"
+            ],
         }
         # A caller that waits gets through once the holder is done.
         waiting = cli(harness, "up", "--wait", "120")

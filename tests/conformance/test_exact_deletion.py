@@ -16,7 +16,7 @@ from kubernetes import client
 from pulumi import automation as auto
 
 from infercrane_pulumi import kinds, naming
-from infercrane_pulumi.automation import eventlog
+from infercrane_pulumi.automation import engine
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.kinds import Kind
 from tests.conformance.harness import Harness, intent, replica, wait_for
@@ -87,7 +87,7 @@ def by_hand(
     project = harness.by_hand_project(tmp_path / "by-hand")
     events = tmp_path / "by-hand-events.jsonl"
     events.unlink(missing_ok=True)
-    tail = eventlog.Tail(events, on_event)
+    tail = engine.Tail(events, on_event, cli="(the suite's)")
     try:
         done = subprocess.run(
             [

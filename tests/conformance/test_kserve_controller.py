@@ -332,3 +332,76 @@ def test_with_the_controller_down_the_webhooks_refuse_and_a_retry_converges(site
     retried = {r.external_key: r.change for r in site.stack.ensure([site.intent(key)]).replicas}
     assert retried[key] == "create"
     ready(site, key)
+
+
+def test_switching_the_workload_api_deletes_the_other_api_s_objects_and_frees_the_gpu(
+    site: Site, tmp_path: Path
+) -> None:
+    """A namespace switched from Deployments to KServe and back, one key kept: each run deletes
+    the other API's objects of the key by uid, the key ends ready, and no Pod of the old API
+    holds a GPU."""
+    if site.plane is None:
+        pytest.skip("binds both workload APIs' Roles in one namespace: the local plane only")
+    namespace = "kserve-switch"
+    bootstrapped = bootstrap_namespace(
+        site.admin, namespace, deploy_dir=DEPLOY_DIR, workload_api="deployment", observe=True
+    )
+    bootstrap_namespace(  # its Roles beside the first; the worker Secret is the first's
+        site.admin, namespace, deploy_dir=DEPLOY_DIR, workload_api="kserve", observe=True
+    )
+    key = "switch-r0"
+    name = naming.object_name(key)
+    apps, core = client.AppsV1Api(site.admin), client.CoreV1Api(site.admin)
+    env = state_environment(site.plane.kubeconfig_path, tmp_path / "state")
+
+    def run(workload_api: str) -> NamespaceStack:
+        settings = site.settings.model_copy(
+            update={"namespace": namespace, "workload_api": workload_api}
+        )
+        stack = NamespaceStack(settings, env, tmp_path / "workspace")
+        stack.ensure([site.intent(key)])
+        return stack
+
+    def ours(kind: str) -> list[str]:
+        lists: dict[str, Callable[..., Any]] = {
+            "Deployment": apps.list_namespaced_deployment,
+            "Service": core.list_namespaced_service,
+        }
+        listed: list[Any] = lists[kind](namespace, label_selector=naming.OWNED_SELECTOR).items
+        return [str(obj.metadata.name) for obj in listed if obj.metadata.name == name]
+
+    def gpu_pods() -> list[str]:
+        """The key's Pods that hold a GPU, by name: ours, or KServe's predictor's."""
+        pods: list[Any] = core.list_namespaced_pod(namespace).items
+        return sorted(
+            str(pod.metadata.name)
+            for pod in pods
+            if pod.metadata.deletion_timestamp is None
+            and pod.status.phase in ("Pending", "Running")
+            and any(
+                "nvidia.com/gpu" in ((c.resources.limits or {}) if c.resources else {})
+                for c in pod.spec.containers
+            )
+        )
+
+    def one_gpu_pod(prefix: str) -> list[str] | None:
+        found = gpu_pods()
+        return found if len(found) == 1 and found[0].startswith(prefix) else None
+
+    first = run("deployment")
+    wait_ready(lambda: first.observe(key)[0], timeout=READY_SECONDS, what=f"{key} ready")
+    switched = run("kserve")
+    wait_ready(lambda: switched.observe(key)[0], timeout=READY_SECONDS, what=f"{key} via KServe")
+    assert (ours("Deployment"), ours("Service")) == ([], [])  # deleted in the switching run
+    wait_for(lambda: one_gpu_pod(f"{name}-predictor"), timeout=60, what="the old Pod gone")
+    back = run("deployment")
+    wait_ready(lambda: back.observe(key)[0], timeout=READY_SECONDS, what=f"{key} back")
+    custom = client.CustomObjectsApi(site.admin)
+    listed: Any = custom.list_namespaced_custom_object(
+        "serving.kserve.io", "v1beta1", namespace, "inferenceservices"
+    )
+    isvcs = listed["items"]
+    assert isvcs == []
+    wait_for(lambda: one_gpu_pod(name), timeout=60, what="the predictor's Pod gone")
+    assert bootstrapped.worker_secret_value
+    back.destroy()

@@ -6,9 +6,12 @@ backups, update history, locks) is scanned for the credential."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import tempfile
+import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,9 @@ import yaml
 from pulumi import automation as auto
 
 from infercrane_pulumi import kinds, naming
-from tests.conformance.harness import Harness, replica
+from infercrane_pulumi.automation import NamespaceStack
+from infercrane_pulumi.intents import KubernetesSettings
+from tests.conformance.harness import Harness, intent, replica
 from tests.conformance.test_cli_and_faults import cli, finished
 
 pytestmark = pytest.mark.conformance
@@ -81,3 +86,56 @@ def test_plain_text_kubeconfig_contents_are_refused_before_the_engine_starts(
     assert {path: path.read_bytes() for path in harness.stored_files()} == before
     assert harness.get(kinds.DEPLOYMENT, "plain-r0") is None
     harness.assert_backend_holds_no(token)
+
+
+class CommandLines:
+    """Every process's command line, read from ``/proc`` every few milliseconds while open."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> CommandLines:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.002):
+            for path in Path("/proc").glob("[0-9]*/cmdline"):
+                with contextlib.suppress(OSError):
+                    self.seen.add(path.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+
+
+def test_no_credential_is_on_any_command_line_while_a_namespace_stack_runs(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Any local user may read ``/proc/<pid>/cmdline``: the kubeconfig contents reach the CLI
+    on stdin and the passphrase in its environment, never in a command line."""
+    contents = harness.provider.kubeconfig.read_text()
+    [user] = yaml.safe_load(contents)["users"]
+    token = user["user"]["token"]
+    passphrase = f"passphrase-{uuid.uuid4().hex}"
+    env = dataclasses.replace(harness.env, kubeconfig=None, passphrase=passphrase)
+    settings = harness.kubernetes(kubeconfig=contents)
+    with CommandLines() as lines:
+        for workspace in ("first", "second"):  # a new process's stack stores them again
+            stack = NamespaceStack(
+                KubernetesSettings.model_validate(settings),
+                env,
+                tmp_path / workspace,
+                stack_name=harness.stack_name,
+            )
+            stack.ensure([intent(f"argv-{workspace}")])
+    stored = [line for line in lines.seen if " config set " in line and "kubeconfig" in line]
+    assert len(stored) >= 1, "the sampler never saw the CLI store the kubeconfig"
+    assert any(" up " in line and harness.stack_name in line for line in lines.seen)
+    leaking = [line for line in lines.seen if token in line or passphrase in line]
+    assert leaking == []
+    assert [o["metadata"]["name"] for o in harness.owned(kinds.DEPLOYMENT)] == [
+        naming.object_name("argv-second")
+    ]

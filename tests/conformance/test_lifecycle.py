@@ -28,6 +28,7 @@ from infercrane_pulumi.config_files import load_stack_file
 from infercrane_pulumi.errors import RejectedError
 from tests.conformance.backends import Tenant
 from tests.conformance.harness import (
+    ENGINE_CLIS,
     Harness,
     fields_of,
     managers,
@@ -243,6 +244,7 @@ def test_lost_pulumi_state_converges_by_taking_back_exactly_ours(
     assert read_configmap_version(admin_client, harness.namespace) == foreign_version
 
 
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
 def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> None:
     # Enough keys that the run is still writing when its first object shows.
     keys = [f"killed-r{i}" for i in range(12)]
@@ -252,7 +254,7 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
     # it, and the killed run cannot clean up.
     private = harness.workdir / "killed-run-tmp"
     private.mkdir(mode=0o700)
-    env = os.environ | harness.env.variables() | {"TMPDIR": str(private)}
+    env = harness.process_env() | harness.env.variables() | {"TMPDIR": str(private)}
     process = subprocess.Popen(
         [
             "pulumi",

@@ -25,15 +25,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from infercrane_dev.localcluster import (
-    TOOLS_BIN_ENV,
-    LocalControlPlane,
-    health,
-    new_api_client,
-)
-from infercrane_dev.localcluster.binaries import repo_root
+from infercrane_dev.localcluster import LocalControlPlane, health, new_api_client
 from infercrane_dev.localcluster.processes import group_members, is_alive
 from infercrane_dev.localcluster.state import load_state
+from infercrane_dev.toolchain import TOOLS_BIN_ENV, repo_root
 from tests.conformance.backends import Backend
 from tests.conformance.harness import require_toolchain, show, wait_for
 from tests.conformance.ledger import RunLedger

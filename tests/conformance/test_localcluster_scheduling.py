@@ -25,10 +25,10 @@ import pytest
 from kubernetes import client, utils, watch
 from kubernetes.client.exceptions import ApiException
 
-from infercrane_dev.localcluster import TOOLS_BIN_ENV, LocalControlPlane
-from infercrane_dev.localcluster.binaries import repo_root
+from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.kwok import POD_CIDR
 from infercrane_dev.localcluster.nodepools import PoolNode
+from infercrane_dev.toolchain import TOOLS_BIN_ENV, repo_root
 from tests.conformance.backends import NODES_REASON, Backend
 from tests.conformance.gpus import Pools
 from tests.conformance.harness import require_toolchain, show, wait_for

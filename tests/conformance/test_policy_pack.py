@@ -21,7 +21,7 @@ from infercrane_pulumi.intents import PolicySettings
 from infercrane_pulumi.policy import crossguard
 from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.review.changes import PolicyFinding
-from tests.conformance.harness import ROOT, Harness, intent, replica, unavailable
+from tests.conformance.harness import ENGINE_CLIS, ROOT, Harness, intent, replica, unavailable
 from tests.conformance.test_exact_deletion import by_hand
 from tests.unit import gitrepos
 
@@ -42,9 +42,14 @@ def pack() -> Path:
 def _policy_events(harness: Harness, tmp_path: Path, *command: str) -> tuple[Any, list[Any]]:
     """A person's ``pulumi <command>``; the run and the pack's findings, each as
     (rule, enforcement, message)."""
-    events: list[auto.EngineEvent] = []
+    events: list[auto.PolicyEvent] = []
     harness.stack()  # created, as a person would have with `pulumi stack init`
-    done = by_hand(harness, tmp_path, *command, on_event=events.append, check=False)
+
+    def judged(event: auto.EngineEvent) -> None:
+        if event.policy_event is not None:
+            events.append(event.policy_event)
+
+    done = by_hand(harness, tmp_path, *command, on_event=judged, check=False)
     found = [(f.rule, f.enforcement, f.message) for f in policypack.findings(events, {})]
     return done, sorted(found)
 
@@ -113,6 +118,7 @@ def test_advisory_findings_are_the_engines_and_match_the_offline_diff(
     harness.destroy()
 
 
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
 def test_namespace_stack_runs_the_pack_on_every_ensure(
     harness: Harness, tmp_path: Path, pack: Path
 ) -> None:
@@ -139,8 +145,8 @@ def test_namespace_stack_runs_the_pack_on_every_ensure(
     again = advisory.ensure([flagged])
     assert (again.policy, again.verified_unchanged) == (expected, False)
     # Tightened again, the same unchanged stack is refused; what it holds stays.
-    applied = harness.resource_versions()
+    applied = harness.written()  # ours, not the controllers' status writes
     with pytest.raises(PolicyViolationError):
         stack.ensure([flagged])
-    assert harness.resource_versions() == applied
+    assert harness.written() == applied
     stack.destroy()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from infercrane_pulumi.automation import stacks
-from infercrane_pulumi.cluster.unchanged import Applied
+from infercrane_pulumi.records import Applied
 
 
 class FakeStack:

@@ -15,7 +15,10 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
 from infercrane_pulumi.carried import Carried
-from infercrane_pulumi.program import Preflight, Report, build_program
+from infercrane_pulumi.program import Preflight, Report, build_program, judged
+
+# The kubeconfig a driver gives a stack whose settings name none.
+DRIVER_KUBECONFIG = "/run/infercrane/driver-kubeconfig"
 
 
 @dataclass
@@ -108,9 +111,11 @@ def run_program(
     report: Report | None = None,
     preview: bool = False,
     secret_keys: tuple[str, ...] = (),
+    kubeconfig: str | None = DRIVER_KUBECONFIG,
 ) -> Run:
     """Run ``build_program`` once with the given config blocks (``secret_keys``: the config
-    keys Pulumi holds as secrets) and what a driver hands it; never raises the program error."""
+    keys Pulumi holds as secrets) and what a driver hands it (``kubeconfig``: the driver's);
+    never raises the program error."""
     # The mocks make futures before any loop runs. Python 3.11 gave the thread a loop
     # implicitly; 3.12+ warns instead, unless one is set: ours, one for the process, as 3.11's.
     asyncio.set_event_loop(_loop())
@@ -129,7 +134,12 @@ def run_program(
         },
         list(secret_keys),
     )
-    program = build_program(preflight or (lambda config: None), carried=carried, report=report)
+    program = build_program(
+        judged(preflight or (lambda rendered: None)),
+        kubeconfig=kubeconfig,
+        carried=carried,
+        report=report,
+    )
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def body() -> pulumi.Output[None]:

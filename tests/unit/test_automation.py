@@ -16,7 +16,8 @@ from pulumi import automation as auto
 from pulumi.automation._cmd import CommandResult
 
 from infercrane_pulumi import automation, errors
-from infercrane_pulumi.automation.locks import stack_locks
+from infercrane_pulumi.automation import stacks
+from infercrane_pulumi.automation.engine import stack_locks
 from infercrane_pulumi.automation.recovery import recover
 from infercrane_pulumi.automation.stacks import pulumi_errors
 from infercrane_pulumi.errors import (
@@ -92,7 +93,8 @@ def test_environment_is_explicit_and_pins_plugins(tmp_path: Path) -> None:
     assert variables["PULUMI_SKIP_UPDATE_CHECK"] == "true"
     assert variables["PULUMI_SKIP_CHECKPOINTS"] == "true"
     assert variables["PATH"].split(os.pathsep)[0] == str(tmp_path / "bin")
-    assert variables["KUBECONFIG"] == str(tmp_path / "kubeconfig")
+    # The run hands its kubeconfig to the program (``kubeconfigs``), never through a variable.
+    assert "KUBECONFIG" not in variables
 
 
 def test_any_diy_backend_url_passes_through_and_then_no_local_lock_is_read(
@@ -132,6 +134,47 @@ def test_only_locks_of_dead_processes_on_this_host_are_stale(tmp_path: Path) -> 
     locks = {lock.path: lock.stale for lock in stack_locks(tmp_path, "t1")}
     assert locks == {dead: True, alive: False, remote: False}
     assert stack_locks(tmp_path, "other-stack") == []
+
+
+@pytest.mark.parametrize(
+    ("where", "content"),
+    [
+        (("organization", "infercrane", "t1", "new.lock"), "{}"),  # another file name
+        (("infercrane", "t1", "legacy.json"), "{}"),  # another depth
+        (("organization", "infercrane", "t1", "garbled.json"), "{not json"),
+        (("organization", "infercrane", "t1", "other.json"), '{"owner": "someone"}'),
+    ],
+    ids=["unknown name", "unknown depth", "unreadable", "no pid or hostname"],
+)
+def test_a_lock_layout_the_reader_does_not_know_holds_the_stack_fails_closed(
+    tmp_path: Path, where: tuple[str, ...], content: str
+) -> None:
+    """Pulumi's lock layout is private: whatever is in the locks directory that the reader does
+    not know is a holder it cannot name, and the stack is busy (retryable), never free."""
+    path = tmp_path.joinpath(".pulumi", "locks", *where)
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    env = automation.PulumiEnvironment(state_dir=tmp_path, pulumi_home=tmp_path, passphrase="p")
+    [lock] = stack_locks(tmp_path, "t1")
+    assert (lock.path, lock.pid, lock.stale) == (path, None, False)
+    with pytest.raises(StackBusyError) as busy:
+        stacks.wait_until_free(env, "t1", 0)
+    assert busy.value.retryable
+    assert busy.value.problems == (
+        f"stack t1: its lock is held by an unknown holder ({path.name}: not a lock this "
+        "reader knows)",
+    )
+
+
+def test_locks_of_another_project_and_a_lock_s_blob_attributes_hold_nothing(
+    tmp_path: Path,
+) -> None:
+    theirs = tmp_path / ".pulumi" / "locks" / "organization" / "theirs" / "t1" / "x.json"
+    theirs.parent.mkdir(parents=True)
+    theirs.write_text(json.dumps({"pid": os.getpid(), "hostname": socket.gethostname()}))
+    assert stack_locks(tmp_path, "t1") == []
+    ours = write_lock(tmp_path, "ours", os.getpid(), socket.gethostname())  # with its .attrs
+    assert [lock.path for lock in stack_locks(tmp_path, "t1")] == [ours]
 
 
 def test_the_lock_of_a_process_that_died_but_is_not_yet_reaped_is_stale(tmp_path: Path) -> None:

@@ -301,7 +301,12 @@ def pending_edits(project_dir: Path) -> Path:
 
 def namespace_stack(tmp_path: Path, path: Path) -> NamespaceStack:
     """A control plane's stack holding the same pending settings as the file at ``path``."""
-    env = PulumiEnvironment(state_dir=tmp_path / "state", pulumi_home=tmp_path, passphrase="p")
+    env = PulumiEnvironment(
+        state_dir=tmp_path / "state",
+        pulumi_home=tmp_path,
+        passphrase="p",
+        kubeconfig=tmp_path / "kubeconfig",
+    )
     settings = load_stack_file(path).kubernetes
     return NamespaceStack(settings, env, tmp_path / "ws", stack_name="demo")
 

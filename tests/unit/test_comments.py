@@ -192,56 +192,60 @@ def test_the_json_follows_the_shipped_schema_whole() -> None:
         ("kept", "same"),
     ]
     deleted: dict[str, Any] = {"uid": None, "change": "delete", "fields": [], "diff": DIFF}
-    assert document == {
-        "apiVersion": "infercrane.dev/diff/v2",
-        "operation": "preview",
-        "project": "infercrane",
-        "stack": "prod",
-        "namespace": None,
-        "summary": {"add": 1, "change": 2, "destroy": 1, "same": 1, "changes": 4},
-        "replicas": [
-            {
-                "externalKey": "old",
-                "change": "delete",
-                "resourceId": None,
-                "endpoint": None,
-                "objects": [
-                    {"kind": "Deployment", "name": "obj-old"} | deleted,
-                    {"kind": "Service", "name": "obj-old"} | deleted,
-                ],
-                "policy": [],
-            },
-            *document["replicas"][1:],
-        ],
-        "renames": [{"oldKey": "old", "newKey": "new"}],
-        "drift": [
-            {
-                "externalKey": "kept",
-                "kind": "Service",
-                "name": "obj-kept",
-                "fields": [],
-                "gone": True,
-            },
-            {
-                "externalKey": "edited",
-                "kind": "Deployment",
-                "name": "obj-edited",
-                "fields": ["spec"],
-                "gone": False,
-            },
-        ],
-        "notes": ["A note."],
-        "verifiedUnchanged": False,
-        "policy": [
-            {
-                "rule": "gpu-budget",
-                "enforcement": "advisory",
-                "externalKey": None,
-                "message": "the replicas hold 3 GPUs, over 2",
-                "status": None,
-            }
-        ],
-    }
+    assert (
+        document
+        == {
+            "apiVersion": "infercrane.dev/diff/v2",
+            "operation": "preview",
+            "project": "infercrane",
+            "stack": "prod",
+            "namespace": None,
+            "summary": {"add": 1, "change": 2, "destroy": 1, "same": 1, "changes": 4},
+            "replicas": [
+                {
+                    "externalKey": "old",
+                    "change": "delete",
+                    "resourceId": None,
+                    "endpoint": None,
+                    "objects": [
+                        {"kind": "Deployment", "name": "obj-old"} | deleted,
+                        {"kind": "Service", "name": "obj-old"} | deleted,
+                    ],
+                    "policy": [],
+                    "reasons": [],  # a diff's: no verdict
+                },
+                *document["replicas"][1:],
+            ],
+            "renames": [{"oldKey": "old", "newKey": "new"}],
+            "drift": [
+                {
+                    "externalKey": "kept",
+                    "kind": "Service",
+                    "name": "obj-kept",
+                    "fields": [],
+                    "gone": True,
+                },
+                {
+                    "externalKey": "edited",
+                    "kind": "Deployment",
+                    "name": "obj-edited",
+                    "fields": ["spec"],
+                    "gone": False,
+                },
+            ],
+            "notes": ["A note."],
+            "verifiedUnchanged": False,
+            "policy": [
+                {
+                    "rule": "gpu-budget",
+                    "enforcement": "advisory",
+                    "externalKey": None,
+                    "message": "the replicas hold 3 GPUs, over 2",
+                    "status": None,
+                }
+            ],
+        }
+    )
     [new] = [r for r in document["replicas"] if r["externalKey"] == "new"]
     assert new["policy"] == [
         {

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import pulumi_kubernetes as k8s
 import pytest
+from pulumi.runtime import rpc
 
-from infercrane_pulumi import carried, naming, workloads
+from infercrane_pulumi import carried, kubeconfigs, naming, workloads
 from infercrane_pulumi.components import PLUGIN_VERSION
 from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.errors import InferCraneError, OwnershipError
+from infercrane_pulumi.errors import ConfigError, InferCraneError, OwnershipError
 from infercrane_pulumi.kinds import DEPLOYMENT
 from tests.unit import samples
-from tests.unit.pulumi_harness import run_program
+from tests.unit.pulumi_harness import DRIVER_KUBECONFIG, run_program
 
 PROVIDER_TYPE = "pulumi:providers:kubernetes"
 REPLICA_TYPE = "infercrane:kubernetes:Replica"
@@ -98,11 +101,46 @@ def test_the_provider_asks_for_the_plugin_the_toolchain_builds_whatever_the_sdk(
     assert provider.version == PLUGIN_VERSION == built
 
 
-def test_without_kubeconfig_the_provider_gets_none_and_context_stays_explicit() -> None:
-    run = run_program(samples.kubernetes(), [samples.replica()])
-    [provider] = run.of_type(PROVIDER_TYPE)
-    assert "kubeconfig" not in provider.inputs
-    assert provider.inputs["context"] == "kind-infercrane"
+def sdk_variables() -> set[str]:
+    """Every variable pulumi-kubernetes' SDK reads for a provider input it is not given."""
+    source = Path(inspect.getfile(k8s.Provider)).read_text(encoding="utf-8")
+    return set(re.findall(r"_utilities\.get_env(?:_bool)?\('([A-Z0-9_]+)'\)", source))
+
+
+@pytest.mark.parametrize("kubeconfig", [None, "/etc/infercrane/stack-kubeconfig"])
+def test_the_provider_takes_nothing_from_the_environment_of_the_process_serving_it(
+    monkeypatch: pytest.MonkeyPatch, kubeconfig: str | None
+) -> None:
+    """The program is served from a driver's process: its KUBECONFIG and PULUMI_K8S_* are the
+    control plane's, not the run's. The stack's kubeconfig, else the driver's, and the context
+    reach the provider explicitly, whatever the process's environment holds."""
+    settings = samples.kubernetes() | ({} if kubeconfig is None else {"kubeconfig": kubeconfig})
+    [clean] = run_program(settings, [samples.replica()]).of_type(PROVIDER_TYPE)
+    variables = sdk_variables()
+    assert {"KUBECONFIG", "PULUMI_K8S_DELETE_UNREACHABLE"} <= variables
+    for name in variables:
+        monkeypatch.setenv(name, "/elsewhere/kubeconfig" if name == "KUBECONFIG" else "true")
+    [decoyed] = run_program(settings, [samples.replica()]).of_type(PROVIDER_TYPE)
+    assert decoyed.inputs == clean.inputs
+    assert clean.inputs["kubeconfig"] == {
+        rpc._special_sig_key: rpc._special_secret_sig,
+        "value": kubeconfig or DRIVER_KUBECONFIG,
+    }
+    assert clean.inputs["context"] == clean.inputs["clusterIdentifier"] == "kind-infercrane"
+
+
+def test_a_stack_without_a_kubeconfig_and_a_driver_without_one_registers_nothing() -> None:
+    refused: list[InferCraneError] = []
+    run = run_program(
+        samples.kubernetes(), [samples.replica()], kubeconfig=None, report=refused.append
+    )
+    assert run.registrations == []
+    [error] = refused
+    assert isinstance(error, ConfigError)
+    assert error.problems == (
+        "infercrane:kubernetes.kubeconfig: no kubeconfig for context 'kind-infercrane': set "
+        "it, or give the driver's kubeconfig (PulumiEnvironment.kubeconfig, or $KUBECONFIG)",
+    )
 
 
 @pytest.mark.parametrize("workload_api", ["deployment", "kserve"])
@@ -176,9 +214,9 @@ def test_keys_the_driver_carries_are_exported_as_recorded_and_never_registered()
     others as the state holds them, and the outputs still record every key."""
     kubernetes, replicas = samples.kubernetes(), three_replicas()
     record = {"resourceId": "as-recorded", "endpoint": "e", "objects": [], "intent": {"k": 1}}
-    kept = carried.Carried.of(
-        parse_stack_config(kubernetes, replicas), {"dep-7-r0": record, "dep-8-r0": record}
-    )
+    # The configuration the driver checked: its kubeconfig resolved, as the program's is.
+    checked = kubeconfigs.for_run(parse_stack_config(kubernetes, replicas), DRIVER_KUBECONFIG)
+    kept = carried.Carried.of(checked, {"dep-7-r0": record, "dep-8-r0": record})
     run = run_program(kubernetes, replicas, carried=kept)
     assert [r.name for r in run.of_type(REPLICA_TYPE)] == [naming.object_name("dep-7-r1")]
     assert {r.parent.rpartition("::")[2] for r in run.kubernetes_objects} == {
@@ -203,7 +241,7 @@ def test_preflight_sees_the_validated_config_before_any_registration() -> None:
     run = run_program(
         samples.kubernetes(),
         three_replicas(),
-        preflight=lambda config: seen.append(len(config.replicas)),
+        preflight=lambda rendered: seen.append(len(rendered.config.replicas)),
     )
     assert seen == [3]
     assert run.error is None

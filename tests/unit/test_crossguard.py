@@ -134,3 +134,11 @@ def test_a_bad_pack_configuration_names_every_problem_in_one_line_each() -> None
     with pytest.raises(ConfigError) as refused:
         crossguard.check_config(["image-registry"])
     assert refused.value.problems == ("policy pack config: must be an object of rule names",)
+
+
+def test_an_unknown_setting_of_a_rule_is_one_line() -> None:
+    with pytest.raises(ConfigError) as refused:
+        crossguard.check_config({"gpu-product": {"gpuProduct": ["NVIDIA-L4"]}})
+    assert refused.value.problems == (
+        "policy pack config: gpu-product.gpuProduct: is not a setting of this rule",
+    )

@@ -7,20 +7,23 @@ from typing import Any
 import pytest
 
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.cluster.deletion import Doomed, delete_all, leftovers
+from infercrane_pulumi.cluster.deletion import delete_all
+from infercrane_pulumi.cluster.verdict import Doomed, judge
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.workloads import render
 from tests.unit.fake_cluster import NS, FakeTransport, config
 from tests.unit.test_run import STACK, applied
 
 
 def everything(live: list[dict[str, Any]]) -> list[Doomed]:
     """Every object of the stack in ``live``, as a destroy deletes them."""
-    snapshot = {"Deployment": {}, "Service": {}} | {
+    snapshot = {
         kind: {o["metadata"]["name"]: o["metadata"] for o in live if o["kind"] == kind}
         for kind in ("Deployment", "Service")
     }
-    return leftovers(snapshot, namespace=NS, stack=STACK, kept=())
+    nothing = config().model_copy(update={"replicas": ()})
+    return judge(render(nothing, stack=STACK), snapshot).doomed()
 
 
 class Deleting(FakeTransport):

@@ -27,8 +27,10 @@ RANKS = {
     "intents": 1,
     "config_rules": 2,
     "config_files": 3,
-    "preflighted": 2,
-    "carried": 3,
+    "kubeconfigs": 2,
+    "preflighted": 3,
+    "carried": 4,
+    "records": 3,
     "kinds": 1,
     "naming": 2,
     "podspec": 2,
@@ -49,36 +51,39 @@ RANKS = {
     "cluster.client": 6,
     "cluster.preflight": 7,
     "cluster.doctor": 8,
-    "cluster.drift": 8,
     "cluster.observe": 8,
-    "cluster.unchanged": 8,
-    "cluster.deletion": 8,
-    "cluster.ownership": 9,
+    "cluster.verdict": 8,
+    "cluster.deletion": 9,
+    "cluster.ownership": 10,
     "components": 9,
-    "program": 10,
+    "program": 11,
     "automation.backends": 11,
     "automation.fencing": 11,
-    "automation.policypack": 11,
     "automation.targets": 11,
-    "automation.programhost": 11,
+    "automation.failures": 11,
+    "automation.engine.serving": 11,
+    "automation.engine.process": 11,
+    "automation.engine.events": 11,
+    "automation.engine.checkpoints": 11,
+    "automation.engine.locks": 11,
+    "automation.engine.operation": 12,
+    "automation.engine": 13,
     "automation.environment": 12,
-    "automation.cliprocess": 12,
-    "automation.eventlog": 12,
-    "automation.checkpoints": 12,
-    "automation.locks": 12,
     "automation.pairing": 12,
     "automation.project": 12,
-    "automation.results": 12,
     "automation.planning": 12,
     "automation.leasedb": 12,
     "automation.leases": 13,
-    "automation.recovery": 13,
+    "automation.policypack": 14,
+    "automation.recovery": 14,
     "automation.stacks": 14,
-    "automation.run": 15,
-    "automation.namespaces": 16,
-    "automation.stackfiles": 16,
-    "automation": 17,
-    "views": 18,
+    "automation.results": 15,
+    "automation.attempt": 15,
+    "automation.run": 16,
+    "automation.namespaces": 17,
+    "automation.stackfiles": 17,
+    "automation": 18,
+    "views": 19,
     "cli": 20,
     "__main__": 21,
 }
@@ -86,16 +91,17 @@ RANKS = {
 DOORS = {
     "kubernetes": {"cluster.client"},
     "psycopg": {"automation.leasedb"},
-    "grpc": {"automation.programhost"},
+    "grpc": {"automation.engine.serving"},
     "pulumi.automation": {
         "automation",
-        "automation.cliprocess",
+        "automation.attempt",
+        "automation.engine.process",
+        "automation.engine.operation",
         "automation.environment",
-        "automation.eventlog",
-        "automation.locks",
+        "automation.engine.events",
         "automation.namespaces",
         "automation.policypack",
-        "automation.programhost",
+        "automation.engine.serving",
         "automation.project",
         "automation.recovery",
         "automation.results",
@@ -104,8 +110,10 @@ DOORS = {
         "automation.stacks",
     },
 }
-# The one run path: the only module that starts an engine operation on a stack.
+# The one run path: ``automation.run``, which alone calls ``automation.attempt``, the only
+# module that starts an engine operation on a stack.
 RUN_PATH = "automation.run"
+ENGINE_DISPATCH = "automation.attempt"
 ENGINE_OPERATIONS = {"up", "preview", "destroy", "refresh"}
 PULUMI_USERS = {"components", "program"} | DOORS["pulumi.automation"]
 
@@ -206,9 +214,12 @@ def engine_calls(path: Path) -> list[str]:
 def test_one_run_path_starts_every_engine_operation() -> None:
     """The README's architecture: every driver runs through ``automation.run``; the suite's
     conftest enforces the same at run time for every test and dev helper."""
-    callers = {m: engine_calls(p) for m, p in product_modules().items() if m != RUN_PATH}
+    modules = product_modules()
+    callers = {m: engine_calls(p) for m, p in modules.items() if m != ENGINE_DISPATCH}
     assert {m: calls for m, calls in callers.items() if calls} == {}
-    assert engine_calls(product_modules()[RUN_PATH])  # the dispatch is still there
+    assert engine_calls(modules[ENGINE_DISPATCH])  # the dispatch is still there
+    dispatchers = {m for m, p in modules.items() if f"{PRODUCT}.{ENGINE_DISPATCH}" in imports(p)}
+    assert dispatchers == {RUN_PATH}
 
 
 def test_the_product_never_imports_dev_tooling_tests_or_benchmarks() -> None:
@@ -217,31 +228,76 @@ def test_the_product_never_imports_dev_tooling_tests_or_benchmarks() -> None:
         assert outside == set(), module
 
 
-LOCALCLUSTER = f"{DEV}.localcluster"
-
-
-def localcluster_imports(path: Path, modules: set[str]) -> set[str]:
-    """The modules of ``localcluster`` (among ``modules``) that ``path`` imports, anywhere in
-    it: an import inside a function closes a circle all the same."""
+def package_imports(package: str, path: Path, modules: set[str]) -> set[str]:
+    """The modules of ``package`` (among ``modules``) that ``path`` imports, anywhere in it:
+    an import inside a function closes a circle all the same."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            inside = [a.name for a in node.names if a.name.startswith(f"{LOCALCLUSTER}.")]
-            found |= {name.removeprefix(f"{LOCALCLUSTER}.").split(".")[0] for name in inside}
+            inside = [a.name for a in node.names if a.name.startswith(f"{package}.")]
+            found |= {name.removeprefix(f"{package}.").split(".")[0] for name in inside}
         elif isinstance(node, ast.ImportFrom) and (
-            node.level == 1 or (node.module or "").startswith(LOCALCLUSTER)
+            node.level == 1 or (node.module or "").startswith(package)
         ):
-            module = (node.module or "").removeprefix(LOCALCLUSTER).lstrip(".")
+            module = (node.module or "").removeprefix(package).lstrip(".")
             # `from .certs import X` imports certs; `from . import certs` too.
             found |= {module.split(".")[0]} if module else {a.name for a in node.names}
     return found & modules
 
 
-def test_localcluster_modules_import_one_way() -> None:
-    """No import circle among the local cluster's modules, so each component module (kubelet,
-    apiserver, ...) can be read and grown without the lifecycle that starts it."""
-    paths = {p.stem: p for p in (ROOT / DEV / "localcluster").glob("*.py")}
-    graph = {name: localcluster_imports(path, set(paths)) for name, path in paths.items()}
+@pytest.mark.parametrize(
+    ("package", "lifecycle"), [("localcluster", "controlplane"), ("kind", "cluster")]
+)
+def test_dev_cluster_modules_import_one_way(package: str, lifecycle: str) -> None:
+    """No import circle among the modules of the local cluster, or of the Kind tooling, so each
+    component module (kubelet, apiserver, the node image, ...) can be read and grown without
+    the lifecycle that starts it."""
+    paths = {p.stem: p for p in (ROOT / DEV / package).glob("*.py")}
+    graph = {
+        name: package_imports(f"{DEV}.{package}", path, set(paths)) for name, path in paths.items()
+    }
+
+    assert len(graph) > 8 and graph[lifecycle]  # the walk finds the package's imports
+    assert circled(graph) == set()
+
+
+def dev_units() -> dict[str, list[Path]]:
+    """The dev package's parts: each subpackage (its files) and each top-level module."""
+    units = {p.stem: [p] for p in (ROOT / DEV).glob("*.py") if p.stem != "__init__"}
+    for package in (ROOT / DEV).iterdir():
+        if (package / "__init__.py").is_file() and package.name != "tests":
+            units[package.name] = sorted(package.rglob("*.py"))
+    return units
+
+
+def dev_unit_imports(path: Path, units: set[str]) -> set[str]:
+    """The dev package's parts that ``path`` imports, anywhere in it."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+        found |= {n.split(".")[1] for n in names if n.startswith(f"{DEV}.") and "." in n}
+    return found & units
+
+
+def test_the_dev_package_s_parts_import_one_way() -> None:
+    """No import circle among the dev package's parts (the local cluster, Kind, the images,
+    the state stores, the demo ...): each can be read, and imported, without the ones that
+    use it."""
+    units = dev_units()
+    graph = {
+        name: set().union(*(dev_unit_imports(path, set(units)) for path in paths)) - {name}
+        for name, paths in units.items()
+    }
+    assert graph["localcluster"] and graph["kind"]  # the walk finds the parts' imports
+    assert circled(graph) == set()
+
+
+def circled(graph: dict[str, set[str]]) -> set[str]:
+    """The nodes of ``graph`` that reach themselves."""
 
     def reachable(start: str) -> set[str]:
         seen: set[str] = set()
@@ -253,8 +309,7 @@ def test_localcluster_modules_import_one_way() -> None:
                 todo += graph[name]
         return seen
 
-    assert len(graph) > 20 and graph["controlplane"]  # the walk finds the package's imports
-    assert {name for name in graph if name in reachable(name)} == set()
+    return {name for name in graph if name in reachable(name)}
 
 
 def test_the_wheel_ships_the_typed_product_only_with_ranges_and_no_dev_dependency(

@@ -5,12 +5,13 @@ writes (any number of intents, the encryption salt and an encrypted kubeconfig k
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
-from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment, results
+from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment, engine, results
 from infercrane_pulumi.automation.namespaces import NamespaceOutcome, ensure_many
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import (
@@ -24,13 +25,18 @@ from tests.unit import samples
 
 
 class _RecordingStack:
-    """Stands in for ``auto.Stack``: records what would go through the Pulumi CLI."""
+    """Stands in for ``auto.Stack``: records the secrets that would go through the Pulumi
+    CLI's stdin (``engine.set_secret``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.secrets: list[tuple[str, str]] = []
+        self.workspace = SimpleNamespace(pulumi_command=None, work_dir="ws", env_vars={})
 
-    def set_config(self, key: str, value: Any, *, path: bool) -> None:
-        self.secrets.append((key, value.value))
+        def set_secret(_: Any, *, stack: str, path: str, value: str, **__: Any) -> None:
+            assert stack == "s1"
+            self.secrets.append((path, value))
+
+        monkeypatch.setattr(engine, "set_secret", set_secret)
 
 
 def namespace_stack(tmp_path: Path, **settings: Any) -> NamespaceStack:
@@ -53,10 +59,12 @@ def stack_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_thousand_intents_are_written_whole_and_the_salt_is_kept(tmp_path: Path) -> None:
+def test_a_thousand_intents_are_written_whole_and_the_salt_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stack = namespace_stack(tmp_path)
     stack_file(tmp_path).write_text("encryptionsalt: v1:salt\n")
-    pulumi = _RecordingStack()
+    pulumi = _RecordingStack(monkeypatch)
     wanted = intents(1000)
     stack._write(pulumi, stack.config(wanted))  # type: ignore[arg-type]
     written = yaml.safe_load(stack_file(tmp_path).read_text())
@@ -67,9 +75,11 @@ def test_a_thousand_intents_are_written_whole_and_the_salt_is_kept(tmp_path: Pat
     assert pulumi.secrets == []  # no kubeconfig, nothing through the CLI
 
 
-def test_kubeconfig_contents_go_through_pulumi_once_and_stay_encrypted(tmp_path: Path) -> None:
+def test_kubeconfig_contents_go_through_pulumi_once_and_stay_encrypted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stack = namespace_stack(tmp_path, kubeconfig=samples.KUBECONFIG_CONTENTS)
-    pulumi = _RecordingStack()
+    pulumi = _RecordingStack(monkeypatch)
     stack._write(pulumi, stack.config(intents(1)))  # type: ignore[arg-type]
     assert pulumi.secrets == [("infercrane:kubernetes.kubeconfig", samples.KUBECONFIG_CONTENTS)]
     # What `pulumi config set --secret --path` leaves in the file, kept by the next write.

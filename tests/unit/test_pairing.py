@@ -38,14 +38,17 @@ def fake_cli(directory: Path, answer: str) -> Path:
 def test_doctor_finds_the_cli_a_run_would_use_and_the_plugin_in_pulumi_home(
     tmp_path: Path,
 ) -> None:
-    tools, home = fake_cli(tmp_path / "bin", "v3.274.0"), tmp_path / "home"
+    # The lowest CLI the installed SDK drives: in range whichever SDK of pyproject's is installed
+    # (a fixed v3.274.0 is too old for SDK 3.275.0 and later).
+    version = f"v{pairing.sdk_version()}"
+    tools, home = fake_cli(tmp_path / "bin", version), tmp_path / "home"
     missing = pairing.installed(tools, home, "/usr/bin")
-    assert missing == pairing.Installed("v3.274.0", home, plugin=False)
+    assert missing == pairing.Installed(version, home, plugin=False)
     plugin = home / "plugins" / f"resource-kubernetes-v{PLUGIN_VERSION}"
     plugin.mkdir(parents=True)
     (plugin / "pulumi-resource-kubernetes").write_bytes(b"")
     assert pairing.rows(pairing.installed(tools, home, "/usr/bin")) == [
-        DoctorRow("ok", "pulumi:cli", f"v3.274.0; SDK {pairing.sdk_version()}"),
+        DoctorRow("ok", "pulumi:cli", f"{version}; SDK {pairing.sdk_version()}"),
         DoctorRow("ok", "pulumi:plugin", f"kubernetes {PLUGIN_VERSION} in {home}"),
     ]
     assert pairing.rows(missing)[1] == DoctorRow(

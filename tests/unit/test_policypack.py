@@ -94,11 +94,13 @@ def test_the_packs_findings_are_read_from_the_engines_events_each_once() -> None
         flagged,  # an up reports what its preview reported
         auto.EngineEvent.from_json({"sequence": 2, "timestamp": 1, "cancelEvent": {}}),
     ]
-    assert findings(events, {urn: "a"}) == (
+    reported = [e.policy_event for e in events if e.policy_event is not None]
+    assert findings(reported, {urn: "a"}) == (
         Finding("runtime-flags", "mandatory", "a", "a: --api-key is in argv"),
         Finding("gpu-budget", "advisory", None, "the replicas hold 2 GPUs, over 1"),
     )
     other = auto.EngineEvent.from_json(
         {"sequence": 3, "timestamp": 1, "policyEvent": {"policyPackName": "theirs"}}
     )
-    assert findings([other], {}) == ()
+    assert other.policy_event is not None
+    assert findings([other.policy_event], {}) == ()

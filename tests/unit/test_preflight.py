@@ -9,24 +9,30 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane_pulumi import preflighted, workloads
+from infercrane_pulumi import kubeconfigs, preflighted, workloads
 from infercrane_pulumi.cluster import client, ownership, preflight
 from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
+from infercrane_pulumi.errors import (
+    ClusterUnavailableError,
+    ConfigError,
+    OwnershipError,
+    RejectedError,
+)
 from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE
-from infercrane_pulumi.program import ownership_preflight
+from infercrane_pulumi.kubeconfigs import ClusterIdentity
+from infercrane_pulumi.program import judged, ownership_preflight, served
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, config, live_copy
-from tests.unit.test_run import STACK
+from tests.unit.test_run import LISTS, STACK
 
 KSERVE_CRD = Path(__file__).parent.parent / "fixtures" / "kserve-inferenceservice-crd.yaml"
 
 
 def check_before_apply(cluster: Cluster, config: StackConfig) -> None:
     """The ownership rule as a program run by hand runs it for a preview."""
-    ownership.guard(cluster, config, stack=STACK, deleting=False)
+    ownership.guard(cluster, workloads.render(config, stack=STACK), deleting=False)
 
 
 def test_preflight_on_an_empty_namespace_lists_once_per_kind_then_dry_runs_strictly() -> None:
@@ -34,8 +40,7 @@ def test_preflight_on_an_empty_namespace_lists_once_per_kind_then_dry_runs_stric
     check_before_apply(Cluster(transport), config())
     name = "infercrane-8b51d0fee928a78116afaac0"
     assert transport.requests == [
-        ("GET", f"/apis/apps/v1/namespaces/{NS}/deployments", {"limit": "500"}),
-        ("GET", f"/api/v1/namespaces/{NS}/services", {"limit": "500"}),
+        *LISTS,
         (
             "PATCH",
             f"/apis/apps/v1/namespaces/{NS}/deployments/{name}",
@@ -74,7 +79,7 @@ def test_a_same_named_object_that_is_not_exactly_ours_is_refused_before_any_dry_
         "(managed-by, key-hash label and key annotation must all match); InferCrane never "
         "adopts, changes or deletes it",
     )
-    assert [method for method, _, _ in transport.requests] == ["GET", "GET"]
+    assert transport.requests == LISTS
 
 
 @pytest.mark.parametrize(
@@ -201,17 +206,45 @@ def test_every_failed_dry_run_is_named_in_one_refusal_classified_by_the_worst() 
     assert preflight.dry_run_refusal([service_a], [Response(200, {})]) is None
 
 
-def test_the_program_skips_its_preflight_only_for_the_configuration_a_driver_checked(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def connected(monkeypatch: pytest.MonkeyPatch) -> FakeTransport:
+    """What the program's own preflight would ask the cluster, recorded."""
     transport = FakeTransport()
     monkeypatch.setattr(client, "connect", lambda settings: Cluster(transport))
-    checked = ownership_preflight(preflighted.digest(config()))
-    checked(config())
+    return transport
+
+
+def test_the_program_takes_what_its_driver_judged_only_for_the_configuration_it_checked(
+    connected: FakeTransport,
+) -> None:
+    transport = connected
+    stack = config(kubeconfig=samples.KUBECONFIG_CONTENTS)
+    server = kubeconfigs.identity(stack.kubernetes)
+    rendered = workloads.render(stack, stack=STACK)
+    judge = served(preflighted.Checked(preflighted.digest(stack), server), rendered, ())
+    assert judge(stack) is rendered
     assert transport.requests == []
-    checked(config(runtimeClassName="nvidia"))  # another configuration
-    ownership_preflight()(config())  # a hand-run `pulumi up`
-    assert [method for method, _, _ in transport.requests] == ["GET", "GET", "PATCH", "PATCH"] * 2
+    other = config(kubeconfig=samples.KUBECONFIG_CONTENTS, runtimeClassName="nvidia")
+    assert judge(other).config == other  # judged here, as a person's run
+    assert judged(ownership_preflight)(stack).config == stack  # a hand-run `pulumi up`
+    once = ["GET"] * 3 + ["PATCH"] * 2
+    assert [method for method, _, _ in transport.requests] == once * 2
+
+
+def test_the_program_refuses_a_provider_bound_for_another_server_than_the_driver_checked(
+    connected: FakeTransport,
+) -> None:
+    stack = config(kubeconfig=samples.KUBECONFIG_CONTENTS)
+    elsewhere = ClusterIdentity.of("https://127.0.0.1:1", b"another CA")
+    checked = preflighted.Checked(preflighted.digest(stack), elsewhere)
+    with pytest.raises(ConfigError) as refused:
+        served(checked, workloads.render(stack, stack=STACK), ())(stack)
+    reached = ClusterIdentity.of("https://127.0.0.1:6443", None)
+    assert refused.value.problems == (
+        f"infercrane:kubernetes.kubeconfig: the provider would reach {reached}, but this "
+        f"run's checks read {elsewhere}; nothing was written",
+    )
+    assert connected.requests == []
 
 
 def published(crd: dict[str, Any]) -> dict[str, Any]:

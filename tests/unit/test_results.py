@@ -14,13 +14,14 @@ from infercrane_pulumi.automation.results import (
     unchanged,
     with_deletions,
 )
-from infercrane_pulumi.cluster.deletion import leftovers
-from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
+from infercrane_pulumi.cluster.verdict import judge
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.records import Applied, AppliedObject
 from infercrane_pulumi.review import changes, yamldiff
 from infercrane_pulumi.review.changes import Drift, KeyChange, ObjectChange, Summary
+from infercrane_pulumi.workloads import render
 from tests.unit import samples
 
 STACK = "urn:pulumi:s::infercrane::"
@@ -338,9 +339,7 @@ def test_keys_a_run_deleted_itself_are_reported_once_after_the_engine_s() -> Non
             if o["kind"] == "Service"
         ]
         live["Service"][service["metadata"]["name"]] = service["metadata"] | {"uid": uid}
-    deleted = leftovers(
-        live, namespace=CONFIG.kubernetes.namespace, stack=stack_label, kept={"kept"}
-    )
+    deleted = judge(render(config, stack=stack_label), live).doomed()
     engine = stack_result("up", "s", config, events)
     result = with_deletions(engine, deleted)
     orphan = KeyChange(

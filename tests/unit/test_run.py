@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from infercrane_pulumi import naming, preflighted, workloads
 from infercrane_pulumi.automation import targets
+from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.automation.failures import failed
 from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
-from infercrane_pulumi.automation.run import RunOptions, failed, run
+from infercrane_pulumi.automation.run import Held, RunOptions, run
 from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.cluster import client
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.cluster.deletion import Doomed
-from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
+from infercrane_pulumi.cluster.verdict import Doomed
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import (
     BackendUnavailableError,
@@ -29,15 +31,28 @@ from infercrane_pulumi.errors import (
     RunFailedError,
 )
 from infercrane_pulumi.intents import StackConfig
+from infercrane_pulumi.kubeconfigs import ClusterIdentity
 from infercrane_pulumi.naming import object_name
+from infercrane_pulumi.records import Applied, AppliedObject
 from infercrane_pulumi.review import changes
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, live_copy
 
 OURS = [("infercrane-provider-v1", "Apply")]
+HELD = Held("s1", None)  # a stack held without a lease (the file backend)
+STUB = SimpleNamespace(name="s1")  # a stack of which a refused run reads only its name
+ENV = PulumiEnvironment(
+    state_dir=Path("/nonexistent/state"),
+    pulumi_home=Path("/nonexistent/home"),
+    passphrase="p",
+    kubeconfig=Path("/nonexistent/kubeconfig"),
+)
+SERVER = ClusterIdentity.of("https://api.example:6443", b"the cluster's CA")
 LISTS = [
     ("GET", f"/apis/apps/v1/namespaces/{NS}/deployments", {"limit": "500"}),
     ("GET", f"/api/v1/namespaces/{NS}/services", {"limit": "500"}),
+    # The other workload API's kind, whose objects the stack may still hold: not served here.
+    ("GET", "/apis/serving.kserve.io/v1beta1", {}),
 ]
 
 
@@ -80,6 +95,15 @@ def record(config: StackConfig, *, uids: bool = True) -> Applied:
     )
 
 
+def run_plan(
+    cluster: Cluster, operation: Operation, config: StackConfig, recorded: Applied, **given: Any
+) -> Plan:
+    """``plan_run`` of ``config``'s objects as the stack ``STACK`` renders them (a destroy's:
+    none, as ``run`` renders them)."""
+    desired = config if operation != "destroy" else config.model_copy(update={"replicas": ()})
+    return plan_run(cluster, operation, workloads.render(desired, stack=STACK), recorded, **given)
+
+
 def dry_runs(transport: FakeTransport) -> list[str]:
     return [path for method, path, _ in transport.requests if method == "PATCH"]
 
@@ -87,7 +111,7 @@ def dry_runs(transport: FakeTransport) -> list[str]:
 def test_a_verified_no_op_reads_the_namespace_once_and_skips_the_engine() -> None:
     config = stack("a", "b")
     transport = FakeTransport(live=applied(config))
-    plan = plan_run(Cluster(transport), "up", config, record(config), stack=STACK, refresh=False)
+    plan = run_plan(Cluster(transport), "up", config, record(config), refresh=False)
     assert (plan.unchanged, transport.requests) == (True, LISTS)
 
 
@@ -106,35 +130,31 @@ def test_otherwise_an_unchanged_stack_is_read_once_dry_run_and_goes_to_the_engin
 ) -> None:
     config = stack("a", "b")
     transport = FakeTransport(live=applied(config))
-    cluster = Cluster(transport)
-    plan = plan_run(
+    cluster = Cluster(transport, identity=SERVER)
+    plan = run_plan(
         cluster,
         operation,
         config,
         record(config, uids=uids),
-        stack=STACK,
         refresh=refresh,
         exclusive=exclusive,
     )
-    assert transport.requests[:2] == LISTS
-    assert len(dry_runs(transport)) == 4 and len(transport.requests) == 6
+    assert transport.requests[:3] == LISTS
+    assert len(dry_runs(transport)) == 4 and len(transport.requests) == 7
     assert not plan.unchanged and plan.flags == ("--refresh",) * refresh
-    assert plan.checked == preflighted.digest(config)
+    assert plan.checked == preflighted.Checked(preflighted.digest(config), SERVER)
 
 
 def test_an_object_gone_out_of_band_asks_for_a_refresh_and_a_caller_may_force_one() -> None:
     config = stack("a")
     live = [obj for obj in applied(config) if obj["kind"] == "Deployment"]
-    gone = plan_run(
-        Cluster(FakeTransport(live=live)), "up", config, record(config), stack=STACK, refresh=False
-    )
+    gone = run_plan(Cluster(FakeTransport(live=live)), "up", config, record(config), refresh=False)
     assert (gone.unchanged, gone.flags) == (False, ("--refresh",))
-    forced = plan_run(
+    forced = run_plan(
         Cluster(FakeTransport(live=applied(config))),
         "preview",
         config,
         record(config),
-        stack=STACK,
         refresh=True,
     )
     assert forced.flags == ("--refresh",)
@@ -147,7 +167,7 @@ def test_a_look_alike_in_place_of_a_removed_key_is_refused_before_any_dry_run() 
     impostor["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "helm"
     transport = FakeTransport(live=live)
     with pytest.raises(OwnershipError) as refused:
-        plan_run(Cluster(transport), "up", desired, record(last), stack=STACK, refresh=False)
+        run_plan(Cluster(transport), "up", desired, record(last), refresh=False)
     assert refused.value.problems == (
         f"{impostor['kind']}/{NS}/{object_name('removed')}: exists but is not exactly ours "
         "(managed-by, key-hash label and key annotation must all match); InferCrane never "
@@ -184,17 +204,21 @@ def test_a_destroy_checks_ownership_then_deletes_each_object_by_the_uid_it_check
     config = stack("a")
     live = applied(config)
     transport = FakeTransport(live=live)
-    plan = plan_run(
-        Cluster(transport), "destroy", config, record(config), stack=STACK, refresh=True
-    )
+    plan = run_plan(Cluster(transport), "destroy", config, record(config), refresh=True)
     assert transport.requests == LISTS
-    assert plan == type(plan)(flags=(), deletions=doomed(live))
-    held = plan_run(
+    why = "delete: this stack's, and no desired key's"
+    reasons = {
+        key: tuple(
+            f"{obj['kind']}/{NS}/{obj['metadata']['name']}: {why}" for obj in of_key(live, key)
+        )
+        for key in ("a",)
+    }
+    assert plan == type(plan)(flags=(), deletions=doomed(live), reasons=reasons)
+    held = run_plan(
         Cluster(transport),
         "destroy",
         config,
         record(config),
-        stack=STACK,
         refresh=False,
         exclusive=False,
     )
@@ -202,12 +226,11 @@ def test_a_destroy_checks_ownership_then_deletes_each_object_by_the_uid_it_check
     foreign = copy.deepcopy(applied(config))
     foreign[1]["metadata"]["annotations"]["infercrane.dev/external-key"] = "someone-else"
     with pytest.raises(OwnershipError):
-        plan_run(
+        run_plan(
             Cluster(FakeTransport(live=foreign)),
             "destroy",
             config,
             record(config),
-            stack=STACK,
             refresh=False,
         )
 
@@ -222,19 +245,18 @@ def test_what_a_dead_run_created_for_an_undesired_key_is_deleted_without_the_eng
     for obj in other:
         obj["metadata"]["labels"][naming.LABEL_STACK] = naming.stack_identity("infercrane", "s2")
     transport = FakeTransport(live=applied(kept) + stray + other)
-    plan = plan_run(Cluster(transport), "up", kept, record(kept), stack=STACK, refresh=False)
+    plan = run_plan(Cluster(transport), "up", kept, record(kept), refresh=False)
     assert (plan.unchanged, plan.deletions) == (True, doomed(stray))
-    emptied = plan_run(
+    emptied = run_plan(
         Cluster(FakeTransport(live=stray + other)),
         "up",
         stack(),
         Applied(),
-        stack=STACK,
         refresh=False,
     )
     assert emptied.deletions == doomed(stray)
-    preview = plan_run(
-        Cluster(FakeTransport(live=stray)), "preview", kept, Applied(), stack=STACK, refresh=False
+    preview = run_plan(
+        Cluster(FakeTransport(live=stray)), "preview", kept, Applied(), refresh=False
     )
     assert preview.deletions == ()  # a preview deletes nothing
 
@@ -246,9 +268,7 @@ def test_an_unmarked_object_is_deleted_only_when_the_stacks_record_holds_its_key
     live = applied(before) + applied(stack("z"))
     for obj in live:
         del obj["metadata"]["labels"][naming.LABEL_STACK]
-    plan = plan_run(
-        Cluster(FakeTransport(live=live)), "up", after, record(before), stack=STACK, refresh=False
-    )
+    plan = run_plan(Cluster(FakeTransport(live=live)), "up", after, record(before), refresh=False)
     assert plan.deletions == doomed(of_key(live, "b"))
 
 
@@ -257,9 +277,7 @@ def test_removing_a_key_whose_object_is_gone_refreshes_and_works_on_every_key() 
     targeted: the refreshing run is not targeted."""
     before, after = stack("a", "b"), stack("a")
     live = [o for o in applied(before) if o not in of_key(applied(before), "b")[1:]]
-    plan = plan_run(
-        Cluster(FakeTransport(live=live)), "up", after, record(before), stack=STACK, refresh=False
-    )
+    plan = run_plan(Cluster(FakeTransport(live=live)), "up", after, record(before), refresh=False)
     assert (plan.flags, plan.targets) == (("--refresh",), None)
     assert plan.deletions == doomed(of_key(live, "b"))
 
@@ -267,7 +285,7 @@ def test_removing_a_key_whose_object_is_gone_refreshes_and_works_on_every_key() 
 def test_one_key_added_to_a_verified_stack_is_the_only_one_checked_and_worked_on() -> None:
     before, after = stack("a", "b"), stack("a", "b", "c")
     transport = FakeTransport(live=applied(before))
-    plan = plan_run(Cluster(transport), "up", after, record(before), stack=STACK, refresh=False)
+    plan = run_plan(Cluster(transport), "up", after, record(before), refresh=False)
     assert (plan.unchanged, plan.targets) == (False, frozenset({"c"}))
     assert dry_runs(transport) == [
         f"/apis/apps/v1/namespaces/{NS}/deployments/{object_name('c')}",
@@ -280,9 +298,7 @@ def planned(
 ) -> Plan:
     """The plan of an ``up`` of ``config`` over ``live``, the stack having applied
     ``recorded``."""
-    return plan_run(
-        Cluster(FakeTransport(live=live)), "up", config, recorded, stack=STACK, refresh=refresh
-    )
+    return run_plan(Cluster(FakeTransport(live=live)), "up", config, recorded, refresh=refresh)
 
 
 def test_the_verified_keys_are_carried_so_the_program_registers_only_the_worked_on_key() -> None:
@@ -290,7 +306,7 @@ def test_the_verified_keys_are_carried_so_the_program_registers_only_the_worked_
     recorded = record(before)
     plan = planned(after, recorded, applied(before))
     assert plan.carried == Carried.of(after, {k: recorded.records[k] for k in ("a", "b")})
-    assert plan.carried.digest == plan.checked
+    assert plan.checked is not None and plan.carried.digest == plan.checked.digest
 
 
 def test_nothing_is_carried_when_the_providers_settings_changed() -> None:
@@ -318,7 +334,7 @@ def test_nothing_is_carried_when_every_key_goes_to_the_engine() -> None:
 def test_a_removed_key_is_worked_on_and_nothing_else_is_dry_run() -> None:
     before, after = stack("a", "b"), stack("a")
     transport = FakeTransport(live=applied(before))
-    plan = plan_run(Cluster(transport), "up", after, record(before), stack=STACK, refresh=False)
+    plan = run_plan(Cluster(transport), "up", after, record(before), refresh=False)
     assert (plan.targets, dry_runs(transport)) == (frozenset({"b"}), [])
     assert plan.deletions == doomed(of_key(applied(before), "b"))
 
@@ -326,9 +342,7 @@ def test_a_removed_key_is_worked_on_and_nothing_else_is_dry_run() -> None:
 def test_nothing_verified_means_no_targets_every_key_goes_to_the_engine() -> None:
     config = stack("a", "b")
     transport = FakeTransport(live=applied(config))
-    plan = plan_run(
-        Cluster(transport), "up", config, record(config, uids=False), stack=STACK, refresh=False
-    )
+    plan = run_plan(Cluster(transport), "up", config, record(config, uids=False), refresh=False)
     assert plan.targets is None and len(dry_runs(transport)) == 4
 
 
@@ -400,7 +414,7 @@ def test_a_mandatory_policy_violation_refuses_before_the_cluster_is_touched(
         samples.kubernetes(), [samples.replica()], {"gpuProducts": ["NVIDIA-L4"]}
     )
     with pytest.raises(PolicyViolationError) as refused:
-        run(object(), object(), operation, config)  # type: ignore[arg-type]
+        run(STUB, ENV, operation, config, held=HELD)  # type: ignore[arg-type]
     assert refused.value.problems == (
         "dep-7-r0: GPU product NVIDIA-L40S is not allowed here (allowed: NVIDIA-L4)",
     )
@@ -417,7 +431,7 @@ def test_a_policy_pack_the_engine_could_not_run_refuses_before_the_cluster_is_to
     config = parse_stack_config(samples.kubernetes(), [samples.replica()])
     options = RunOptions(policy_pack=PolicyPack(tmp_path))
     with pytest.raises(ConfigError) as refused:
-        run(object(), object(), operation, config, options=options)  # type: ignore[arg-type]
+        run(STUB, ENV, operation, config, held=HELD, options=options)  # type: ignore[arg-type]
     assert refused.value.problems == (
         f"policy pack {tmp_path}: no PulumiPolicy.yaml naming a Python virtualenv",
     )

@@ -13,10 +13,10 @@ import pytest
 from infercrane_pulumi import naming
 from infercrane_pulumi.automation import stacks
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.cluster.unchanged import Applied, AppliedObject
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError, DamagedStateError
 from infercrane_pulumi.intents import KubernetesSettings, PolicySettings, StackConfig
+from infercrane_pulumi.records import Applied, AppliedObject
 from tests.unit import samples
 from tests.unit.fake_cluster import FakeTransport
 from tests.unit.fake_stacks import FakeStack, serve

@@ -36,7 +36,7 @@ from pulumi import automation as auto
 
 from infercrane_dev.localcluster.processes import descendants, process_start_ticks
 from infercrane_pulumi import kinds
-from infercrane_pulumi.automation import NamespaceStack, eventlog, stacks
+from infercrane_pulumi.automation import NamespaceStack, engine, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.results import StackResult, step_of
 from infercrane_pulumi.cluster.client import Cluster
@@ -253,7 +253,7 @@ def kill_at(
         what=f"the engine run of {driver.name} to start",
     )
     if isinstance(run_dir, Path):
-        tail = eventlog.Tail(run_dir / "events.jsonl", on_event)
+        tail = engine.Tail(run_dir / "events.jsonl", on_event, cli="(the suite's)")
         try:  # until the point, or the run's end (its private directory goes with it)
             while not fired.wait(0.1) and time.monotonic() < deadline:
                 if not run_dir.exists() or driver.process.poll() is not None:

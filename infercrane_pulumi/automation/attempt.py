@@ -1,0 +1,110 @@
+"""One engine attempt of a run: the command its plan asks for, the program served for exactly
+that plan (``automation.engine``), and what the attempt's end means as one typed error.
+
+A failed attempt is, in this order: another operation holding the stack (``StackBusyError``),
+the program's own refusal (as itself: the served program hands it over), the policy pack's
+mandatory findings (``PolicyViolationError``), else ``failures.failed``: the engine's error
+diagnostics, or a failure to record a run whose every step went through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from pulumi import automation as auto
+
+from infercrane_pulumi.automation import engine, failures, policypack, project, targets
+from infercrane_pulumi.automation.planning import Operation, Plan
+from infercrane_pulumi.automation.policypack import PolicyPack
+from infercrane_pulumi.errors import InferCraneError, PolicyViolationError, StackBusyError
+from infercrane_pulumi.intents import KubernetesSettings
+from infercrane_pulumi.policy.rules import Finding
+from infercrane_pulumi.program import build_program, judged, ownership_preflight, served
+
+# The Pulumi CLI's command per operation (refresh is decided per run). A destroy runs without
+# the program: its ownership check ran in the driver, and nothing is applied.
+COMMANDS: Mapping[Operation, tuple[str, ...]] = {
+    "preview": ("preview", "--diff"),
+    "up": ("up", "--yes", "--skip-preview"),
+    "destroy": ("destroy", "--yes", "--skip-preview", "--run-program=false"),
+}
+
+
+def attempt(
+    stack: auto.Stack,
+    operation: Operation,
+    plan: Plan,
+    *,
+    settings: KubernetesSettings,
+    pack: PolicyPack | None,
+    findings: Sequence[Finding],
+    on_event: engine.EventHandler,
+    on_output: engine.Printer | None,
+    variables: Mapping[str, str] | None = None,
+) -> None:
+    """One engine run of ``plan`` (``pack``: the policy pack the engine runs; ``findings``: the
+    stack's advisory policy findings as the run judged them); ``variables``: more environment
+    for the CLI and its plugins (a lease's marker)."""
+    if operation == "up" and pack is not None:
+        # A preview first, so that the pack's mandatory finding stops the run before any write
+        # (an update stops only at the first object found, having written others). Its own
+        # CLI run: `up` without --skip-preview truncates its event log between the two.
+        attempt(
+            stack,
+            "preview",
+            plan,
+            settings=settings,
+            pack=pack,
+            findings=findings,
+            on_event=lambda _: None,
+            on_output=on_output,
+            variables=variables,
+        )
+    refused: list[InferCraneError] = []  # the program's own refusal, as itself
+    program = build_program(
+        # A destroy's plan judged nothing: the engine runs no program then.
+        judged(ownership_preflight)
+        if plan.checked is None or plan.rendered is None
+        else served(plan.checked, plan.rendered, findings),
+        kubeconfig=settings.kubeconfig,
+        carried=plan.carried,
+        report=refused.append,
+    )
+
+    def urns(keys: Iterable[str]) -> dict[str, str]:
+        return targets.owners(
+            project=project.PROJECT_NAME, stack=stack.name, settings=settings, keys=keys
+        )
+
+    targeted = () if plan.targets is None else urns(plan.targets)
+    # The carried keys' steps are `same` by construction (untargeted, unregistered): their
+    # results come from what the stack applied (``results.stack_result``), not their events.
+    carried = () if plan.carried is None else urns(plan.carried.records)
+    outcome = engine.operate(
+        stack,
+        [
+            *COMMANDS[operation],
+            *(() if pack is None else pack.flags()),
+            *plan.flags,
+            *(flag for urn in targeted for flag in ("--target", urn)),
+        ],
+        program,
+        on_event=on_event,
+        on_output=on_output,
+        unread=frozenset(carried),
+        variables=variables,
+    )
+    if not outcome.failed:
+        return
+    if outcome.busy:
+        raise StackBusyError(f"stack {stack.name}: another operation holds its lock")
+    if refused:
+        raise refused[0]
+    violations = [
+        f.message for f in policypack.findings(outcome.policy, {}) if f.enforcement == "mandatory"
+    ]
+    if violations:
+        raise PolicyViolationError(violations)
+    raise failures.failed(
+        stack.name, operation, list(outcome.diagnostics), finished=outcome.finished
+    )

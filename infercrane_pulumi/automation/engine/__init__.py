@@ -1,0 +1,74 @@
+"""The one door to the Pulumi engine: how the CLI is started for an operation (``process``),
+how the program is served to it (``serving``), how its events (``events``), its checkpoint
+(``checkpoints``) and its locks (``locks``) are read, and one engine run put together
+(``operation``). Nothing else in the product knows any of it; the rest of the run path talks to
+this package in the project's own types (``Outcome``, ``Lock``, a stack's outputs as data).
+
+Speed and safety lean here on behaviour Pulumi does not document. Each such contract (the
+README's "The engine's private contracts" holds the same table), what relies on it, and what
+happens without it:
+
+1. The SDK's inline-program runtime ``pulumi.automation._server.LanguageServer`` and its gRPC
+   options ``pulumi.runtime._grpc_settings._GRPC_CHANNEL_OPTIONS`` (``serving``). Without
+   them the package fails to import: ``pyproject.toml`` caps the SDK at the versions tested.
+2. ``pulumi up|preview|destroy --client ADDR --exec-kind auto.inline``, flags ``--help`` does
+   not list but the SDK's own Automation API passes (``serving``). Without them every run
+   fails (``pulumi-run-failed``).
+3. ``--event-log FILE``, taken with ``PULUMI_DEBUG_COMMANDS=true``: one JSON engine event per
+   line, appended as the engine works (``events``). A line the SDK does not decode fails the
+   run closed (``pulumi-unsupported``).
+4. A step's event line begins ``{"sequence":…,"timestamp":…,"resourcePreEvent":{"metadata":
+   {"op":"same","urn":…`` (or ``resOutputsEvent``): Go's field order
+   (``events.known_same_step``). A line laid out otherwise is decoded in full: slower, never
+   wrong.
+5. A policy event's message begins with its rule's description and a newline
+   (``events.policy_message``). Otherwise the description stays in the finding's message.
+6. ``--json`` streams one event per line (``preview`` with
+   ``PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true``) and keeps none (``process``). Otherwise the
+   CLI's memory grows with the stack, as its human display's does.
+7. The CLI's words for a locked stack on stderr, which the SDK's ``create_command_error``
+   classifies (``process``, ``operation``). Otherwise a busy stack fails as
+   ``pulumi-run-failed`` instead of ``stack-busy``.
+8. ``pulumi config set`` reads a value from stdin when stdin is no terminal and drops one
+   trailing newline (``process.set_secret``). Otherwise the kubeconfig contents are not stored,
+   and ``NamespaceStack`` fails in one line; never are they put in a command line.
+9. The file backend's lock files ``.pulumi/locks/<org>/<project>/<stack>/<id>.json`` holding
+   ``pid`` and ``hostname`` (``locks``). Any other file there is a lock of an unknown holder:
+   the stack is busy (retryable), never free.
+10. The file backend's checkpoint ``.pulumi/stacks/<project>/<stack>.json``, version 3, the
+    root stack's outputs (``checkpoints``). Anything else is read by the CLI
+    (``pulumi stack output``): one more process.
+11. InferCrane's own Python language host and the program share
+    ``INFERCRANE_PULUMI_CONFIG_FILE`` and its JSON (``config``, ``secretKeys``), defined in
+    ``program.py`` and in ``hack/tools/pulumi-language-python/main.go``. Otherwise a person's
+    ``pulumi up`` reads its configuration from Pulumi's own variable (at most 128 KiB).
+
+Tested: ``tests/conformance/test_engine_contracts.py`` runs every row against each CLI the
+README names, the SDK pinned in ``constraints.txt``.
+"""
+
+from infercrane_pulumi.automation.engine.checkpoints import outputs as checkpoint_outputs
+from infercrane_pulumi.automation.engine.events import Tail, policy_message
+from infercrane_pulumi.automation.engine.locks import Lock, stack_locks
+from infercrane_pulumi.automation.engine.operation import (
+    EventHandler,
+    Outcome,
+    cli_version,
+    operate,
+)
+from infercrane_pulumi.automation.engine.process import Printer, inherited, set_secret
+
+__all__ = [
+    "EventHandler",
+    "Lock",
+    "Outcome",
+    "Printer",
+    "Tail",
+    "checkpoint_outputs",
+    "cli_version",
+    "inherited",
+    "operate",
+    "policy_message",
+    "set_secret",
+    "stack_locks",
+]

@@ -1,0 +1,118 @@
+"""Stack locks of the file backend, read as data: who holds a stack, and whether they live.
+
+Pulumi's DIY backends lock a stack with one JSON file per running operation
+(``.pulumi/locks/<org>/<project>/<stack>/<id>.json``, holding pid and hostname; the file
+backend's blob driver writes its attributes beside it, ``<id>.json.attrs``). A lock whose
+process is gone from this host was left by a run that died (SIGKILL); any other lock belongs
+to a live operation, on this host or another, and means the stack is busy.
+
+The layout is Pulumi's, not a documented interface, so this reader fails closed: a file under
+``.pulumi/locks`` that is not a lock in that layout, or a lock whose holder cannot be read, is
+a lock of an unknown holder, which is never stale. A stack then reads as held (busy, retryable)
+until the file goes: never as free while an operation may hold it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROJECT_NAME = "infercrane"
+LOCKS_DIR = (".pulumi", "locks")
+ATTRIBUTES = ".json.attrs"
+# How long a lock file that does not parse is given to be finished (the CLI writes it whole, so
+# a half-written one is a moment's) before its holder counts as unknown.
+HALF_WRITTEN_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class Lock:
+    path: Path
+    pid: int | None  # None: a holder this reader cannot name
+    hostname: str | None
+
+    @property
+    def stale(self) -> bool:
+        """Held by a process that no longer exists on this host (never one it cannot name)."""
+        return (
+            self.pid is not None and self.hostname == socket.gethostname() and not _alive(self.pid)
+        )
+
+    @property
+    def holder(self) -> str:
+        if self.pid is None:
+            return f"an unknown holder ({self.path.name}: not a lock this reader knows)"
+        return f"process {self.pid} on {self.hostname}"
+
+
+def stack_locks(state_dir: Path | None, stack_name: str) -> list[Lock]:
+    """Every lock of the stack (none when the backend is not a local directory), and a lock of
+    an unknown holder for every file under the locks directory that is not in Pulumi's
+    layout."""
+    if state_dir is None:
+        return []
+    root = state_dir.joinpath(*LOCKS_DIR)
+    found = []
+    for path in sorted(_files(root)):
+        parts = path.relative_to(root).parts
+        if len(parts) == 4 and path.name.endswith(ATTRIBUTES) and path.with_suffix("").exists():
+            continue  # a lock's blob attributes, beside it
+        if len(parts) != 4 or path.suffix != ".json":
+            found.append(Lock(path, None, None))  # a layout this reader does not know
+        elif parts[1:3] == (PROJECT_NAME, stack_name):
+            lock = _read(path)
+            if lock is not None:
+                found.append(lock)
+    return found
+
+
+def _files(root: Path) -> Iterable[Path]:
+    try:
+        return [path for path in root.rglob("*") if not path.is_dir()]
+    except OSError:
+        return []  # no locks directory: no operation ever locked a stack here
+
+
+def _read(path: Path) -> Lock | None:
+    """The lock at ``path``; None once it is gone (released while we looked)."""
+    deadline = time.monotonic() + HALF_WRITTEN_SECONDS
+    while True:
+        try:
+            content: Any = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            if time.monotonic() < deadline:
+                time.sleep(HALF_WRITTEN_SECONDS / 4)
+                continue
+            return Lock(path, None, None)
+        return _holder(path, content)
+
+
+def _holder(path: Path, content: Any) -> Lock:
+    pid = content.get("pid") if isinstance(content, Mapping) else None
+    hostname = content.get("hostname") if isinstance(content, Mapping) else None
+    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(hostname, str):
+        return Lock(path, None, None)
+    return Lock(path, pid, hostname)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie (dead, not yet reaped by its parent) does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc to ask: the signal's answer stands
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]

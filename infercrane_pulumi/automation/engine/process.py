@@ -1,0 +1,117 @@
+"""The Pulumi CLI's processes this package starts itself: one engine run's, its display printed
+to a terminal or discarded, and the one that stores a secret given on stdin (``set_secret``).
+
+The run's events come from its event log (``events``), never from what the CLI prints, so
+what the CLI prints is only for a person. The CLI's human displays (the progress view, the
+diff view) keep every resource's step, the resource's whole state twice, until the run ends:
+with nobody watching, the CLI is asked for its JSON display, which streams each event and
+keeps none, and its stdout is discarded. Adding one intent to a stack of 1,000, the CLI's
+peak RSS fell from 1,173-1,385 MiB to 620-651 MiB that way, its CPU within noise (README,
+"Performance"). The SDK's ``PulumiCommand.run`` cannot discard: it keeps all of stdout in
+memory until the CLI exits (tens of megabytes of JSON at 1,000 intents).
+
+A failure is Pulumi's own ``CommandError``, classified from stderr by the SDK as before.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
+
+from pulumi import automation as auto
+
+Printer = Callable[[str], Any]
+# `preview --json` prints one document at the end, holding every step until then, unless asked
+# to stream like `up` and `destroy` do.
+_STREAM_PREVIEW = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
+
+
+def run(
+    pulumi: auto.PulumiCommand,
+    args: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    on_output: Printer | None,
+) -> None:
+    """Run ``pulumi args`` in ``cwd`` with ``env`` over this process's environment (as the
+    SDK does, but for what ``inherited`` keeps out); its display to ``on_output`` line by
+    line, or nowhere."""
+    watched = on_output is not None
+    command = [pulumi.command, "--non-interactive", *args, *(() if watched else ("--json",))]
+    environment = {
+        **inherited(os.environ),
+        **env,
+        **({} if watched else _STREAM_PREVIEW),
+        "PULUMI_AUTOMATION_API": "true",
+    }
+    errors: list[str] = []
+    with subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if watched else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        encoding="utf-8",
+    ) as process:
+        assert process.stderr is not None
+        # Read apart, so that neither pipe fills up while the other is read.
+        reader = threading.Thread(target=_collect, args=(process.stderr, errors), daemon=True)
+        reader.start()
+        if on_output is not None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                on_output(line.rstrip())
+        reader.join()
+        code = process.wait()
+    if code != 0:
+        result = auto.CommandResult(stdout="", stderr="".join(errors).rstrip(), code=code)
+        raise auto.errors.create_command_error(result)
+
+
+def inherited(environ: Mapping[str, str]) -> dict[str, str]:
+    """What the CLI, and the plugins it starts, may take from this process's environment: all
+    but what decides where and how the provider applies, which the run gives explicitly or not
+    at all. pulumi-kubernetes reads ``KUBECONFIG`` for a provider without one, and its
+    ``PULUMI_K8S_*`` variables over its defaults (``PULUMI_K8S_ENABLE_PATCH_FORCE`` forces every
+    apply): a control plane's own variables are not its runs'."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if name != "KUBECONFIG" and not name.startswith("PULUMI_K8S_")
+    }
+
+
+def set_secret(
+    pulumi: auto.PulumiCommand,
+    *,
+    stack: str,
+    path: str,
+    value: str,
+    cwd: str,
+    env: Mapping[str, str],
+) -> None:
+    """``pulumi config set --secret --path <path>`` with the value on stdin, never in argv, where
+    any local user could read it (``/proc/<pid>/cmdline``) while the command runs. The CLI reads
+    stdin when it is not a terminal and drops one trailing newline, which is added here, so the
+    value is stored exactly."""
+    command = [pulumi.command, "--non-interactive", "config", "set", "--secret", "--path"]
+    done = subprocess.run(
+        [*command, path, "--stack", stack],
+        cwd=cwd,
+        env={**inherited(os.environ), **env, "PULUMI_AUTOMATION_API": "true"},
+        input=value + "\n",
+        capture_output=True,
+        encoding="utf-8",
+        check=False,
+    )
+    if done.returncode != 0:
+        result = auto.CommandResult(stdout="", stderr=done.stderr.rstrip(), code=done.returncode)
+        raise auto.errors.create_command_error(result)
+
+
+def _collect(stream: TextIO, lines: list[str]) -> None:
+    lines.extend(stream)

@@ -1,0 +1,280 @@
+"""One verdict per object of a run, decided once over one metadata snapshot of the namespace.
+
+Every object a run might touch is judged here, and only here: each object the run would apply
+(each desired key's, as its workload API builds them) and every live object of the stack,
+whichever workload API made it. An object is
+
+- ``keep``: the very object the stack's last apply left (same uid and generation, our marks
+  and the desired intent hash, no other field manager the rule would refuse), its key's intent
+  unchanged; a key whose objects are all kept need not go to the engine;
+- ``apply``: desired, and absent or not as the last apply left it (the reasons say why);
+- ``refuse``: at a desired name, or at a name of a key the stack removes, but not exactly
+  ours (or carrying fields a manager holds that pulumi-kubernetes would take over);
+- ``delete``: exactly ours, of this stack (its identity, or applied before objects carried one
+  under a key the stack's record removes), and not desired: a removed key's, a killed run's,
+  or one of a workload API the stack no longer uses. Deleted by the uid read here.
+
+The preflight (``ownership``), the verified no-op and targets (``automation.planning``), the
+refresh decision and the deletions all read this verdict; none decides again. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.cluster.client import object_subject, subject
+from infercrane_pulumi.cluster.preflight import (
+    TAKEOVER_MANAGERS,
+    Snapshot,
+    foreign_problems,
+    ownership_problems,
+)
+from infercrane_pulumi.intents import StackConfig
+from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.records import Applied, AppliedObject
+
+Action = Literal["keep", "apply", "refuse", "delete"]
+Doomed = tuple[Manifest, str]  # an object, and the uid it must still have
+
+
+@dataclass(frozen=True)
+class ObjectVerdict:
+    """What a run does with one object, and why."""
+
+    action: Action
+    manifest: Manifest  # the desired object; for a deletion, the live one's kind and name
+    key: str
+    uid: str | None = None  # the live object's, which a deletion must still find
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def subject(self) -> str:
+        return object_subject(self.manifest)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The run's objects, each judged once, and what differs from the last apply."""
+
+    objects: tuple[ObjectVerdict, ...]
+    # What a refresh would find: an applied object gone, or carrying another intent.
+    drift: tuple[str, ...] = ()
+
+    def refusals(self) -> list[str]:
+        return [reason for o in self.objects if o.action == "refuse" for reason in o.reasons]
+
+    def kept(self) -> frozenset[str]:
+        """The keys whose every object is kept: the engine need not touch them."""
+        judged: dict[str, set[Action]] = {}
+        for found in self.objects:
+            if found.action != "delete":
+                judged.setdefault(found.key, set()).add(found.action)
+        return frozenset(key for key, actions in judged.items() if actions == {"keep"})
+
+    def applied(self) -> list[Manifest]:
+        return [o.manifest for o in self.objects if o.action == "apply"]
+
+    def doomed(self) -> list[Doomed]:
+        return [(o.manifest, o.uid) for o in self.objects if o.action == "delete" and o.uid]
+
+    def reasons(self) -> dict[str, tuple[str, ...]]:
+        """Per key: why each of its objects is not kept (empty: all are)."""
+        found: dict[str, tuple[str, ...]] = {}
+        for o in self.objects:
+            if o.key:  # a refusal of no key (a kind it may not list) refuses the whole run
+                kept = o.action == "keep"
+                found[o.key] = found.get(o.key, ()) + tuple(
+                    () if kept else (f"{o.subject}: {o.action}: {r}" for r in o.reasons)
+                )
+        return found
+
+
+def judge(
+    desired: workloads.Rendered,
+    live: Snapshot,
+    *,
+    applied: Applied | None = None,
+    keep: bool = True,
+) -> Verdict:
+    """The verdict of a run of ``desired`` (its objects, marked with the stack's identity, or
+    None: objects applied before they carried one) over ``live``. ``applied``: what the stack
+    recorded of its last apply (None: nothing known, as for a person's ``pulumi up``);
+    ``keep``: whether an object may be kept (not when another operation may hold the stack, a
+    refresh is asked for, or a policy pack must judge every object)."""
+    record = applied or Applied()
+    stack = desired.stack
+    settings = desired.config.kubernetes
+    intents = {intent.external_key: intent for intent in desired.config.replicas}
+    recorded = {intent.external_key: intent for intent in record.intents}
+    unchanged = {key for key, intent in intents.items() if keep and recorded.get(key) == intent}
+    objects = _whole_keys([_desired(obj, live, record, unchanged) for obj in desired.all()])
+    removed = [key for key in recorded if key not in intents]
+    # At their names as the stack applied them: of the kinds of the workload API it used.
+    used = workloads.workload_api(record.settings or settings)
+    objects += _look_alikes(removed, used, live, namespace=settings.namespace, stack=stack)
+    wanted = {(o.manifest["kind"], o.manifest["metadata"]["name"]) for o in objects}
+    objects += _leftovers(
+        live,
+        namespace=settings.namespace,
+        stack=stack,
+        wanted=wanted,
+        removed=set(removed),
+    )
+    objects += _unlisted(record, live, settings.namespace)
+    return Verdict(tuple(objects), drift=tuple(_drift(desired.config, record, live)))
+
+
+def _desired(obj: Manifest, live: Snapshot, record: Applied, unchanged: set[str]) -> ObjectVerdict:
+    """``unchanged``: the keys whose intent is the one the stack applied (and may be kept)."""
+    key = obj["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY]
+    meta = live.get(obj["kind"], {}).get(obj["metadata"]["name"])
+    problems = ownership_problems(obj, None if meta is None else {"metadata": meta})
+    uid = None if meta is None else meta.get("uid")
+    if problems:
+        return ObjectVerdict("refuse", obj, key, uid, tuple(problems))
+    kept = {(o.kind, o.name): o for o in record.objects.get(key, ())}
+    differences = _differences(obj, kept.get((obj["kind"], obj["metadata"]["name"])), meta)
+    if key in unchanged and not differences:
+        return ObjectVerdict("keep", obj, key, uid)
+    return ObjectVerdict("apply", obj, key, uid, tuple(differences or ["its intent changed"]))
+
+
+def _whole_keys(objects: list[ObjectVerdict]) -> list[ObjectVerdict]:
+    """A key goes to the engine whole: its kept objects are applied when another is."""
+    worked = {o.key for o in objects if o.action != "keep"}
+    return [
+        ObjectVerdict(
+            "apply",
+            o.manifest,
+            o.key,
+            o.uid,
+            ("its key goes to the engine for another of its objects",),
+        )
+        if o.action == "keep" and o.key in worked
+        else o
+        for o in objects
+    ]
+
+
+def _differences(
+    desired: Manifest, record: AppliedObject | None, meta: Mapping[str, Any] | None
+) -> list[str]:
+    """Why the live object may not be the one the stack's last apply left (empty: it is)."""
+    if meta is None:
+        return ["absent"]
+    if record is None or record.uid is None:
+        return ["no record of its last apply"]
+    if (meta.get("uid"), meta.get("generation")) != (record.uid, record.generation):
+        return ["not the object, or not the spec, the last apply left"]
+    wanted = desired["metadata"]
+    for marks in ("labels", "annotations"):
+        have = meta.get(marks) or {}
+        if any(have.get(k) != v for k, v in wanted[marks].items()):
+            return [f"its {marks} differ from ours"]
+    managers = {(e.get("manager"), e.get("operation")) for e in meta.get("managedFields") or []}
+    if (naming.FIELD_MANAGER, "Apply") not in managers or managers & TAKEOVER_MANAGERS:
+        return ["its field managers changed"]
+    return []
+
+
+def _look_alikes(
+    removed: list[str],
+    api: workloads.WorkloadApi,
+    live: Snapshot,
+    *,
+    namespace: str,
+    stack: str | None,
+) -> list[ObjectVerdict]:
+    """The objects at the names of the keys the stack removes that are not exactly ours: a
+    look-alike put in place of ours is refused, never deleted."""
+    found = []
+    for key in removed:
+        for kind in api.kinds:
+            name = naming.object_name(key)
+            meta = live.get(kind.kind, {}).get(name)
+            # What the key's object carries that ``foreign_problems`` reads: its marks.
+            ours: Manifest = {
+                "kind": kind.kind,
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": {} if stack is None else {naming.LABEL_STACK: stack},
+                    "annotations": {naming.ANNOTATION_EXTERNAL_KEY: key},
+                },
+            }
+            problems = [] if meta is None else foreign_problems(ours, meta)
+            if meta is not None and problems:
+                found.append(ObjectVerdict("refuse", ours, key, meta.get("uid"), tuple(problems)))
+    return found
+
+
+def _leftovers(
+    live: Snapshot,
+    *,
+    namespace: str,
+    stack: str | None,
+    wanted: set[tuple[str, str]],
+    removed: set[str],
+) -> list[ObjectVerdict]:
+    found = []
+    for kind, objects in sorted(live.items()):
+        for name, meta in sorted(objects.items()):
+            key = naming.owner_key(meta, namespace)
+            if key is None or (kind, name) in wanted:
+                continue
+            marked = (meta.get("labels") or {}).get(naming.LABEL_STACK)
+            if (stack is not None and marked == stack) or (marked is None and key in removed):
+                # The key rides along so that a run can report what it deleted.
+                obj: Manifest = {
+                    "apiVersion": KINDS[kind].group_version,
+                    "kind": kind,
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "annotations": {naming.ANNOTATION_EXTERNAL_KEY: key},
+                    },
+                }
+                why = "this stack's, and no desired key's" if marked else "a removed key's"
+                found.append(ObjectVerdict("delete", obj, key, str(meta.get("uid")), (why,)))
+    return found
+
+
+def _unlisted(record: Applied, live: Snapshot, namespace: str) -> list[ObjectVerdict]:
+    """A kind the stack applied last that this identity could not list: its objects could be
+    neither kept nor deleted, so the run is refused (switching the workload API needs both
+    APIs' Roles until the run that switches has deleted the old objects)."""
+    if record.settings is None:
+        return []
+    found = []
+    for kind in workloads.workload_api(record.settings).kinds:
+        if kind.kind not in live:
+            why = (
+                f"namespace {namespace}: the stack applied {kind.kind} objects (workloadApi "
+                f"{record.settings.workload_api}) that this identity may not list "
+                f"({kind.resource}); bind that workload API's Role until a run has deleted them"
+            )
+            obj: Manifest = {"kind": kind.kind, "metadata": {"name": "*", "namespace": namespace}}
+            found.append(ObjectVerdict("refuse", obj, "", None, (why,)))
+    return found
+
+
+def _drift(desired: StackConfig, record: Applied, live: Snapshot) -> list[str]:
+    """What a refresh would find among the objects of the keys the stack applied: one gone,
+    or one that no longer carries the intent that was applied to it."""
+    settings = desired.kubernetes
+    found = []
+    for intent in record.intents:
+        applied_hash = naming.intent_hash(settings, intent)
+        name = naming.object_name(intent.external_key)
+        for kind in workloads.workload_api(settings).kinds:
+            meta = live.get(kind.kind, {}).get(name)
+            what = subject(kind.kind, settings.namespace, name)
+            if meta is None:
+                found.append(f"{what}: gone")
+            elif (meta.get("annotations") or {}).get(naming.ANNOTATION_INTENT_HASH) != applied_hash:
+                found.append(f"{what}: carries another intent than the one applied")
+    return found

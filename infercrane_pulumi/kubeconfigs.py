@@ -1,0 +1,155 @@
+"""Which kubeconfig a run reaches its cluster with, decided in one place, and which API server
+that kubeconfig's context names.
+
+The precedence (README, "Which cluster a run reaches"), as kubectl's loader decides its own in
+one function:
+
+1. the stack's ``infercrane:kubernetes.kubeconfig`` (a path or the contents);
+2. else the driver's kubeconfig: ``PulumiEnvironment.kubeconfig`` for ``NamespaceStack`` and
+   ``ensure_many``, which never read their process's environment; ``$KUBECONFIG`` (else
+   ``~/.kube/config``) for the command line and for a person's ``pulumi up``, whose caller sets
+   that variable for exactly that process (``from_environment``).
+
+A run resolves it once (``resolved``) and hands the answer explicitly to its own checks, to the
+program it serves and, through the program, to the provider plugin: nothing reads a process's
+``KUBECONFIG`` after that. The program is served from the driver's own process, where the
+pulumi-kubernetes SDK would read the driver's ``KUBECONFIG`` for a provider given none, so the
+provider is never given none. The context is always the stack's own.
+
+``identity`` names the API server a context reaches, its URL and the certificate authority it
+trusts, read from the kubeconfig the way the provider reads it: the program compares it with the
+server the driver's checks read (``cluster.client.Cluster.identity``) before it registers
+anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+
+from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.intents import KUBERNETES_KEY, KubernetesSettings, StackConfig
+from infercrane_pulumi.validators import is_kubeconfig_contents, kubeconfig_document
+
+# The driver-side name of the fallback, for refusals.
+DRIVER_KUBECONFIG = "the driver's kubeconfig (PulumiEnvironment.kubeconfig, or $KUBECONFIG)"
+
+
+@dataclass(frozen=True)
+class ClusterIdentity:
+    """The API server a context reaches: its URL and the SHA-256 of the certificate authority it
+    trusts (None: the system's trust store). Neither is a credential."""
+
+    server: str
+    certificate_authority: str | None
+
+    def __str__(self) -> str:
+        ca = "system CAs" if self.certificate_authority is None else self.certificate_authority[:12]
+        return f"{self.server} (CA {ca})"
+
+    @classmethod
+    def of(cls, server: str, certificate_authority: bytes | None) -> ClusterIdentity:
+        parts = urlsplit(server)
+        # A server URL may carry user:password@; the identity never does.
+        host = parts.netloc.rpartition("@")[2]
+        bare = urlunsplit(parts._replace(netloc=host)).rstrip("/")
+        digest = None
+        if certificate_authority is not None:
+            digest = hashlib.sha256(certificate_authority).hexdigest()
+        return cls(bare, digest)
+
+
+def from_environment(environ: Mapping[str, str]) -> Path:
+    """The kubeconfig a process's own environment names, as kubectl reads it: ``$KUBECONFIG``,
+    else ``~/.kube/config``. Only the command line and a person's ``pulumi up`` ask."""
+    named = environ.get("KUBECONFIG")
+    return Path(named) if named else Path(environ.get("HOME", "~"), ".kube", "config")
+
+
+def resolved(settings: KubernetesSettings, fallback: Path | str | None) -> KubernetesSettings:
+    """``settings`` with the kubeconfig the run uses: their own, else ``fallback`` (the
+    driver's). One ``ConfigError`` line when neither names one, or when the fallback is a list
+    of files (kubectl merges them; the provider is given exactly one)."""
+    if settings.kubeconfig is not None:
+        return settings
+    if fallback is None:
+        raise ConfigError(
+            f"{KUBERNETES_KEY}.kubeconfig: no kubeconfig for context {settings.context!r}: "
+            f"set it, or give {DRIVER_KUBECONFIG}"
+        )
+    path = str(fallback)
+    if os.pathsep in path:
+        raise ConfigError(
+            f"{KUBERNETES_KEY}.kubeconfig: {DRIVER_KUBECONFIG} names several files ({path}); "
+            "name one, or set infercrane:kubernetes.kubeconfig"
+        )
+    return settings.model_copy(update={"kubeconfig": path})
+
+
+def for_run(config: StackConfig, fallback: Path | str | None) -> StackConfig:
+    """``config`` with the kubeconfig its run uses (``resolved``)."""
+    return config.model_copy(update={"kubernetes": resolved(config.kubernetes, fallback)})
+
+
+def identity(settings: KubernetesSettings) -> ClusterIdentity:
+    """The API server ``settings``' context names in its kubeconfig (a resolved one), the way
+    pulumi-kubernetes reads a path or the contents; one ``ConfigError`` line if it names
+    none."""
+    source = settings.kubeconfig
+    assert source is not None, "identity of unresolved settings"
+
+    def refused(why: str) -> ConfigError:
+        return ConfigError(
+            f"{KUBERNETES_KEY}.context: cannot read the API server of context "
+            f"{settings.context!r} from the kubeconfig ({why})"
+        )
+
+    base = Path.cwd()
+    if is_kubeconfig_contents(source):
+        document = kubeconfig_document(source)
+    else:
+        path = Path(source).expanduser()
+        base = path.parent
+        try:
+            document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+            raise refused(type(error).__name__) from error
+    if not isinstance(document, Mapping):
+        raise refused("not a kubeconfig")
+    context = _named(document, "contexts", settings.context, "context")
+    cluster = _named(document, "clusters", context.get("cluster"), "cluster")
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server:
+        raise refused("its cluster has no server")
+    try:
+        return ClusterIdentity.of(server, _certificate_authority(cluster, base))
+    except (OSError, ValueError, binascii.Error) as error:
+        raise refused(f"certificate authority: {type(error).__name__}") from error
+
+
+def _named(document: Mapping[str, Any], section: str, name: object, key: str) -> Mapping[str, Any]:
+    for entry in document.get(section) or []:
+        if isinstance(entry, Mapping) and entry.get("name") == name:
+            found = entry.get(key)
+            if isinstance(found, Mapping):
+                return found
+    raise ConfigError(f"{KUBERNETES_KEY}.context: the kubeconfig has no {key} named {str(name)!r}")
+
+
+def _certificate_authority(cluster: Mapping[str, Any], base: Path) -> bytes | None:
+    data = cluster.get("certificate-authority-data")
+    if isinstance(data, str) and data:
+        return base64.b64decode(data, validate=True)
+    path = cluster.get("certificate-authority")
+    if isinstance(path, str) and path:
+        return (base / Path(path).expanduser()).read_bytes()
+    return None

@@ -1,0 +1,111 @@
+"""What a stack applied, as its outputs record it: one model, written by the program and read by
+every driver.
+
+The program exports, at every run (``program``, ``components``): the namespace and workload API,
+the settings it applied (``naming.settings_record``: all but the kubeconfig) and, per external
+key, its ``KeyRecord``: resource ID, endpoint, the applied intent, and each object's kind, name,
+uid and generation as the apply left them. Any process sharing the backend reads them back as
+an ``Applied`` (``from_outputs``), so that ``remove``, ``observe`` and a verified no-op judge
+against what the stack applied, never against a file's pending edits or the control plane's
+database. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypedDict, TypeVar
+
+from infercrane_pulumi import naming
+from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.intents import KubernetesSettings, PolicySettings, ReplicaIntent, StackConfig
+
+# The stack's outputs, by name.
+NAMESPACE_OUTPUT = "namespace"
+WORKLOAD_API_OUTPUT = "workloadApi"
+SETTINGS_OUTPUT = naming.SETTINGS_OUTPUT
+REPLICAS_OUTPUT = "replicas"
+
+T = TypeVar("T")
+
+
+class ObjectRecord(TypedDict, Generic[T]):
+    """One object as the apply left it (``T``: its values, or Pulumi outputs of them)."""
+
+    kind: str
+    name: str
+    uid: T
+    generation: T
+
+
+class KeyRecord(TypedDict, Generic[T]):
+    """One key's entry under ``REPLICAS_OUTPUT`` (``T``: its objects, or a Pulumi output of
+    them)."""
+
+    resourceId: str
+    endpoint: str
+    objects: list[T]
+    intent: dict[str, object]
+
+
+@dataclass(frozen=True)
+class AppliedObject:
+    """One object as the stack's last successful apply left it."""
+
+    kind: str
+    name: str
+    uid: str | None
+    generation: int | None
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What the stack's outputs say it applied last: each key's intent and objects, and the
+    settings it applied them with (None in outputs written before they were recorded)."""
+
+    intents: tuple[ReplicaIntent, ...] = ()
+    objects: Mapping[str, tuple[AppliedObject, ...]] = field(default_factory=dict)
+    settings: KubernetesSettings | None = None
+    # Each key's record in the outputs, exactly as the program wrote it: what a run that
+    # leaves a verified key out of the program exports for it (``carried``).
+    records: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def config(self, given: KubernetesSettings) -> StackConfig:
+        """What the stack applied, as a configuration (validated as a whole): its intents
+        under its recorded settings, which hold no kubeconfig, so ``given``'s is used (the
+        credentials of whoever reads the cluster). Outputs that predate the record: under
+        ``given``, which a caller that must not apply pending edits proves first (the
+        ``keep`` of ``cluster.verdict``). Under no policy (``PolicySettings.judging_nothing``)."""
+        settings = given if self.settings is None else self.settings
+        document = naming.settings_record(settings)
+        if given.kubeconfig is not None:
+            document["kubeconfig"] = given.kubeconfig
+        return parse_stack_config(
+            document,
+            [intent.model_dump(mode="json", by_alias=True) for intent in self.intents],
+            PolicySettings.judging_nothing().model_dump(mode="json", by_alias=True),
+        )
+
+
+def from_outputs(outputs: Mapping[str, Any]) -> Applied:
+    """The stack's outputs as the program wrote them. Raises ``ValueError``, ``KeyError``,
+    ``TypeError`` or ``AttributeError`` for a shape the program never writes."""
+    replicas = (outputs.get(REPLICAS_OUTPUT) or {}).values()
+    settings = outputs.get(SETTINGS_OUTPUT)
+    return Applied(
+        settings=None if settings is None else KubernetesSettings.model_validate(settings),
+        intents=tuple(ReplicaIntent.model_validate(entry["intent"]) for entry in replicas),
+        objects={
+            entry["intent"]["externalKey"]: tuple(
+                AppliedObject(
+                    kind=str(o["kind"]),
+                    name=str(o["name"]),
+                    uid=o.get("uid"),
+                    generation=o.get("generation"),
+                )
+                for o in entry["objects"]
+            )
+            for entry in replicas
+        },
+        records={entry["intent"]["externalKey"]: entry for entry in replicas},
+    )

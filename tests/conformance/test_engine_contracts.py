@@ -1,0 +1,205 @@
+"""The Pulumi CLI's private behaviours the run path relies on, on each CLI of the promised range
+(``ENGINE_CLIS``: the pinned one, the oldest the Go module proxy serves, and the newest it serves).
+
+Only here, through the public doors (``NamespaceStack``, the stack file's run, the JSON CLI,
+``stack_locks``): a verified no-op read from the checkpoint file the CLI wrote, with no CLI
+process at all; a stack held by a live ``pulumi`` found in the lock file it wrote (busy, and
+retryable) and the lock a SIGKILLed one left recovered; a run whose driver is interrupted or
+terminated ends with its engine, and the next run goes on. The others run on both CLIs where
+they are tested already (``ENGINE_CLIS`` there): the served program with its events per key
+(``test_control_plane``), the JSON CLI's progress lines in the engine's order
+(``test_cli_and_faults``), the killed ``pulumi up`` (``test_lifecycle``) and the policy pack's
+refusal (``test_policy_pack``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from pulumi import automation as auto
+
+from infercrane_dev.localcluster.processes import descendants, is_alive
+from infercrane_pulumi import kinds, naming
+from infercrane_pulumi.automation import stack_locks
+from infercrane_pulumi.errors import StackBusyError
+from tests.conformance.harness import ENGINE_CLIS, Harness, intent, replica, show, wait_for
+from tests.conformance.test_cli_and_faults import cli, finished
+from tests.conformance.test_exact_deletion import by_hand
+
+pytestmark = pytest.mark.conformance
+# What a call of the CLI is for: its first two words that are not flags.
+ENGINE_OPERATIONS = {"up", "preview", "destroy", "refresh"}
+STATE_READS = {("stack", "output"), ("stack", "export")}
+
+
+def recording_cli(bin_dir: Path, directory: Path) -> tuple[Path, Path]:
+    """A bin dir whose ``pulumi`` appends each call's arguments to a file (one line a call),
+    then runs ``bin_dir``'s; the file."""
+    wrapper = directory / "bin"
+    wrapper.mkdir(parents=True)
+    calls = directory / "calls"
+    calls.touch()
+    (wrapper / "pulumi").write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$*" >>{shlex.quote(str(calls))}\n'
+        f'exec {shlex.quote(str(bin_dir / "pulumi"))} "$@"\n'
+    )
+    (wrapper / "pulumi").chmod(0o755)
+    return wrapper, calls
+
+
+def reads_or_runs(call: str) -> bool:
+    """Whether a recorded CLI call ran the engine or read the stack's state."""
+    verbs = tuple(word for word in call.split() if not word.startswith("-"))[:2]
+    return verbs[:1] in {(verb,) for verb in ENGINE_OPERATIONS} or verbs in STATE_READS
+
+
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
+def test_a_noop_is_read_from_the_checkpoint_the_cli_wrote_and_starts_no_cli(
+    harness: Harness, tmp_path: Path
+) -> None:
+    assert harness.env.bin_dir is not None
+    wrapper, calls = recording_cli(harness.env.bin_dir, tmp_path / "recorded")
+    recorded = dataclasses.replace(harness, env=dataclasses.replace(harness.env, bin_dir=wrapper))
+    stack = recorded.namespace_stack(tmp_path / "workspace")
+    events: list[auto.EngineEvent] = []
+    stack.on_event = events.append
+    created = stack.ensure([intent("noop-a")])
+    assert [(r.external_key, r.change) for r in created.replicas] == [("noop-a", "create")]
+    assert events, "the engine's events of the first run"
+    assert any(map(reads_or_runs, calls.read_text().splitlines())), "the recording CLI ran it"
+
+    events.clear()
+    before = calls.read_text()
+    again = stack.ensure([intent("noop-a")])
+    assert [(r.external_key, r.change) for r in again.replicas] == [("noop-a", "same")]
+    assert again.verified_unchanged
+    assert events == []  # the engine did not run
+    # What the stack applied came from the checkpoint file this CLI wrote: a layout the driver
+    # did not recognize would have been asked of the CLI (`stack output`).
+    assert [c for c in calls.read_text()[len(before) :].splitlines() if reads_or_runs(c)] == []
+    stack.destroy()
+
+
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
+def test_a_stack_a_live_cli_holds_is_busy_and_the_lock_of_a_killed_one_is_recovered(
+    harness: Harness, tmp_path: Path
+) -> None:
+    harness.configure([replica("held-a")])
+    harness.stack()  # created, as a person's `pulumi stack init` would
+    holder_project = harness.by_hand_project(tmp_path / "holder")
+    # A person's `pulumi up` whose program never finishes: its CLI holds the stack's lock.
+    (holder_project / "__main__.py").write_text("import time\n\ntime.sleep(600)\n")
+    holder = subprocess.Popen(
+        [
+            "pulumi",
+            "up",
+            "--yes",
+            "--skip-preview",
+            "--non-interactive",
+            "--stack",
+            harness.stack_name,
+        ],
+        cwd=holder_project,
+        env=harness.process_env() | harness.env.variables(),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # Where the run path looks for locks, naming the CLI's own process.
+        [lock] = wait_for(
+            lambda: stack_locks(harness.env.state_dir, harness.stack_name),
+            timeout=120,
+            what="the live CLI's lock file where the run path looks for it",
+        )
+        assert (lock.pid, lock.stale) == (holder.pid, False)
+        with pytest.raises(StackBusyError) as busy:
+            harness.up()
+        assert (busy.value.code, busy.value.retryable) == ("stack-busy", True)
+        assert busy.value.problems == (
+            f"stack {harness.stack_name}: its lock is held by process {holder.pid}"
+            f" on {socket.gethostname()}",
+        )
+        # A run that took its look just before the holder started meets the CLI's own refusal,
+        # told apart by the SDK from its text (the run path's race: busy, not failed).
+        refused = by_hand(harness, tmp_path, "up", "--yes", on_event=lambda _: None, check=False)
+        said = auto.CommandResult(refused.stdout, refused.stderr, refused.returncode)
+        assert isinstance(auto.errors.create_command_error(said), auto.errors.ConcurrentUpdateError)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+    # Left behind by a CLI that cannot release it any more: the retry breaks it and goes on.
+    assert [left.stale for left in stack_locks(harness.env.state_dir, harness.stack_name)] == [True]
+    result = harness.up()
+    assert [(r.external_key, r.change) for r in result.replicas] == [("held-a", "create")]
+    assert stack_locks(harness.env.state_dir, harness.stack_name) == []
+    harness.destroy()
+
+
+@pytest.mark.parametrize("interrupt", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
+def test_a_run_whose_driver_is_stopped_ends_with_its_engine_and_the_next_run_goes_on(
+    harness: Harness, interrupt: signal.Signals, pytestconfig: pytest.Config
+) -> None:
+    # Enough keys that the run is still writing when its first object shows.
+    keys = [f"stopped-{i}" for i in range(16)]
+    harness.configure([replica(key) for key in keys])
+    running = cli(harness, "up")
+    started: set[int] = set()  # the run's CLI and plugins
+
+    def first_object() -> bool:
+        # Read before the objects: a process seen here ran while the run was writing.
+        started.update(descendants(running.pid))
+        return bool(harness.owned(kinds.DEPLOYMENT) or harness.owned(kinds.SERVICE))
+
+    wait_for(first_object, timeout=120, what="the first object of the run")
+    written = len(harness.owned(kinds.DEPLOYMENT))
+    stopped = time.monotonic()
+    running.send_signal(interrupt)
+    _, err = running.communicate(timeout=60)
+    # SIGINT is the driver's KeyboardInterrupt (exit 130, no envelope); SIGTERM ends it.
+    assert running.returncode == (130 if interrupt == signal.SIGINT else -signal.SIGTERM), err
+    assert started
+    wait_for(
+        lambda: not any(is_alive(pid) for pid in started),
+        timeout=60,
+        what="the stopped run's CLI and plugins to end on their own",
+    )
+    ended = time.monotonic() - stopped
+    # Not required (the next run breaks a lock its dead holder left), but worth seeing.
+    left = len(stack_locks(harness.env.state_dir, harness.stack_name))
+    show(
+        pytestconfig,
+        f"{version(harness)}, driver stopped by {interrupt.name} with {written}/{len(keys)} "
+        f"Deployments written: its engine ended {ended:.2f}s later, {left} lock(s) left",
+    )
+    code, envelope, _ = finished(cli(harness, "up"))
+    assert code == 0, envelope
+    assert {r["change"] for r in envelope["result"]["replicas"]} <= {"create", "update", "same"}
+    for kind in (kinds.DEPLOYMENT, kinds.SERVICE):
+        names = sorted(o["metadata"]["name"] for o in harness.owned(kind))
+        assert names == sorted(naming.object_name(key) for key in keys)  # each exactly once
+    assert stack_locks(harness.env.state_dir, harness.stack_name) == []
+
+
+def version(harness: Harness) -> str:
+    """What the harness's CLI says it is."""
+    assert harness.env.bin_dir is not None
+    said = subprocess.run(
+        [harness.env.bin_dir / "pulumi", "version"],
+        env=harness.env.variables(),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return f"pulumi {said.stdout.strip()}"

@@ -1,0 +1,123 @@
+"""The seed's disposable Kind test: the suite's own proofs, on a Kind cluster built here.
+
+A Kind cluster of this module's own (``infercrane_dev.kind``: kubeadm's API server with its
+default admission plugins, kubelets in node containers, kube-proxy, CoreDNS; a GPU worker whose
+GPUs come from our device plugin's DaemonSet) is reached as any existing cluster is: through
+the ``ExternalBackend`` on its admin context (preflight, a namespace per test bootstrapped from
+``deploy/kubernetes``, the provider acting as that namespace's ServiceAccount, and at the end
+the run's objects swept and the leftover line: proof 6, zero remaining run-owned resources).
+
+The proofs are the local plane's scenarios themselves, collected again here so that they run
+against this module's fixtures (``backend``, ``admin_client``, ``ledger``, ``real_node``): strict
+apply, restart observation from a fresh process, lost-state repair (an out-of-band delete, an
+empty backend), foreign field ownership rejection, idempotent deletion, and one replica serving
+``/v1/models`` through its Service with the worker key and 401 without it, asked from this host
+through the Service's ClusterIP (``up`` routes the Service range to the GPU worker). After the
+cluster is deleted the host must be as it was before it started (``hostsnapshot``).
+
+Needs root, Debian's Docker and debootstrap (``hack/host-packages.sh``), the tools families
+``kind`` and ``coredns``, and the machine's real-node lock free; skips saying which is missing
+(fails under INFERCRANE_REQUIRE_TOOLS=1, as in CI). ``make test`` runs it last, beside the KServe
+controller scenarios, once the background ``python -m infercrane_dev.kind prepare`` is done.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from infercrane_dev.kind.baseimage import cache_root
+from infercrane_dev.kind.cluster import KindRuntime, prepare
+from infercrane_dev.kind.clusterconfig import DEFAULT_POOLS, KindSpec
+from infercrane_dev.kind.hostchecks import unavailable as kind_unavailable
+from infercrane_dev.tests import hostsnapshot
+from infercrane_dev.toolchain import find_binary
+from tests.conformance import test_lifecycle as lifecycle
+from tests.conformance import test_ownership as ownership
+from tests.conformance import test_real_node as real_node_scenarios
+from tests.conformance.backends import Backend, open_backend
+from tests.conformance.harness import show, unavailable
+from tests.conformance.ledger import RunLedger
+from tests.conformance.realnode import RealNode
+from tests.conformance.target import ExternalTarget
+from tests.conformance.test_real_node import replicas  # noqa: F401  (the fixture, on Kind's GPU worker)
+
+pytestmark = [pytest.mark.conformance, pytest.mark.kind, pytest.mark.timeout(900)]
+KUBERNETES_VERSION = "v1.36.3"
+
+
+@pytest.fixture(scope="module")
+def kind_cluster(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KindRuntime]:
+    problem = kind_unavailable()
+    if problem is not None:
+        unavailable(f"no Kind cluster here: {problem}")
+    spec = KindSpec(KUBERNETES_VERSION)
+    bin_dir = find_binary("kind").parent
+    workdir = tmp_path_factory.mktemp("kind")
+    runtime = KindRuntime(spec, workdir, cache_root() / "docker")
+    prepared = prepare(spec, bin_dir, cache=cache_root(), log=workdir / "debootstrap.log")
+    before = hostsnapshot.snapshot()
+    runtime.start(prepared, bin_dir)
+    steps = ", ".join(f"{step} {seconds}s" for step, seconds in runtime.seconds.items())
+    show(pytestconfig, f"Kind cluster {spec.name} ({KUBERNETES_VERSION}) up: {steps}")
+    try:
+        yield runtime
+    finally:
+        errors = runtime.teardown()
+        assert errors == [], f"the Kind cluster's teardown failed: {errors}"
+        # Processes, mounts, links, routes, iptables and nft, tunables, /run, /etc, ...
+        assert hostsnapshot.differences(before, hostsnapshot.snapshot()) == {}
+
+
+@pytest.fixture(scope="module")
+def backend(kind_cluster: KindRuntime, pytestconfig: pytest.Config) -> Iterator[Backend]:
+    target = ExternalTarget(
+        context=kind_cluster.context,
+        kubeconfig=str(kind_cluster.kubeconfig),
+        install_kserve_crd=False,
+        gpu_workload=None,
+    )
+    with open_backend(target, functools.partial(show, pytestconfig)) as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def admin_client(backend: Backend) -> client.ApiClient:
+    return backend.admin
+
+
+@pytest.fixture(scope="module")
+def ledger(backend: Backend) -> RunLedger:
+    return backend.ledger
+
+
+@pytest.fixture(scope="module")
+def real_node(kind_cluster: KindRuntime) -> RealNode:
+    """Kind's GPU worker, running the stand-in images ``up`` loaded."""
+    [pool] = DEFAULT_POOLS
+    return RealNode(pool.product, pool.gpus_per_node, kind_cluster.images)
+
+
+# The proofs, collected again under this module's fixtures.
+test_strict_apply = (
+    lifecycle.test_strict_apply_preview_writes_nothing_up_applies_under_our_manager_only
+)
+test_restart_observation = lifecycle.test_restart_observation_from_a_fresh_process_and_workspace
+test_lost_state_out_of_band_delete = (
+    lifecycle.test_service_deleted_out_of_band_is_reported_degraded_then_recreated
+)
+test_lost_state_empty_backend = (
+    lifecycle.test_lost_pulumi_state_converges_by_taking_back_exactly_ours
+)
+test_foreign_field_owner = (
+    ownership.test_a_foreign_owner_of_our_field_fails_the_run_and_keeps_its_value
+)
+test_idempotent_deletion = lifecycle.test_removing_an_intent_and_destroy_delete_exactly_ours
+test_serving_with_the_worker_key = vars(real_node_scenarios)[
+    "test_a_vllm_replica_serves_its_model_through_its_service_and_refuses_without_the_key"
+]

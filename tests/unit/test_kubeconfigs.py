@@ -1,0 +1,174 @@
+"""Which kubeconfig a run reaches its cluster with, and which API server that names."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infercrane_pulumi import kubeconfigs
+from infercrane_pulumi.automation import engine
+from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.intents import KubernetesSettings
+from infercrane_pulumi.kubeconfigs import ClusterIdentity
+from infercrane_pulumi.program import unforced
+from tests.unit import samples
+
+CA = b"-----BEGIN CERTIFICATE-----\nthe cluster's CA\n-----END CERTIFICATE-----\n"
+
+
+def settings(**overrides: object) -> KubernetesSettings:
+    return parse_stack_config(samples.kubernetes(**overrides), []).kubernetes
+
+
+def kubeconfig(server: str, ca: dict[str, str], context: str = "kind-infercrane") -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "c", "cluster": {"server": server} | ca}],
+            "users": [{"name": "u", "user": {"token": "secret-token"}}],
+            "contexts": [
+                {"name": "other", "context": {"cluster": "missing", "user": "u"}},
+                {"name": context, "context": {"cluster": "c", "user": "u"}},
+            ],
+            "current-context": "other",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("own", "fallback", "expected"),
+    [
+        ("/stack/kubeconfig", "/driver/kubeconfig", "/stack/kubeconfig"),
+        (None, "/driver/kubeconfig", "/driver/kubeconfig"),
+        (None, Path("/driver/kubeconfig"), "/driver/kubeconfig"),
+        (samples.KUBECONFIG_CONTENTS, "/driver/kubeconfig", samples.KUBECONFIG_CONTENTS),
+        ("/stack/kubeconfig", "/a:/b", "/stack/kubeconfig"),  # the list is never used
+    ],
+)
+def test_the_stack_kubeconfig_wins_else_the_driver_gives_one(
+    own: str | None, fallback: str | Path, expected: str
+) -> None:
+    given = settings() if own is None else settings(kubeconfig=own)
+    assert kubeconfigs.resolved(given, fallback) == given.model_copy(
+        update={"kubeconfig": expected}
+    )
+
+
+@pytest.mark.parametrize(
+    ("fallback", "problem"),
+    [
+        (
+            None,
+            "infercrane:kubernetes.kubeconfig: no kubeconfig for context 'kind-infercrane': set "
+            "it, or give the driver's kubeconfig (PulumiEnvironment.kubeconfig, or $KUBECONFIG)",
+        ),
+        (
+            "/a:/b",
+            "infercrane:kubernetes.kubeconfig: the driver's kubeconfig (PulumiEnvironment."
+            "kubeconfig, or $KUBECONFIG) names several files (/a:/b); name one, or set "
+            "infercrane:kubernetes.kubeconfig",
+        ),
+    ],
+)
+def test_no_kubeconfig_or_a_list_of_them_is_one_line_refusal(
+    fallback: str | None, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        kubeconfigs.resolved(settings(), fallback)
+    assert refused.value.problems == (problem,)
+    assert not refused.value.retryable
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"KUBECONFIG": "/k", "HOME": "/home/u"}, Path("/k")),
+        ({"KUBECONFIG": "", "HOME": "/home/u"}, Path("/home/u/.kube/config")),
+        ({"HOME": "/home/u"}, Path("/home/u/.kube/config")),
+    ],
+)
+def test_a_process_environment_names_its_kubeconfig_as_kubectl_reads_it(
+    environ: dict[str, str], expected: Path
+) -> None:
+    assert kubeconfigs.from_environment(environ) == expected
+
+
+def test_the_identity_is_the_context_server_and_the_digest_of_its_ca(tmp_path: Path) -> None:
+    expected = ClusterIdentity("https://10.0.0.1:6443", hashlib.sha256(CA).hexdigest())
+    data = {"certificate-authority-data": base64.b64encode(CA).decode()}
+    contents = kubeconfig("https://10.0.0.1:6443/", data)
+    assert kubeconfigs.identity(settings(kubeconfig=contents)) == expected
+    # A file, its CA a path relative to the file, as kubectl and the provider read it.
+    (tmp_path / "ca.crt").write_bytes(CA)
+    path = tmp_path / "kubeconfig"
+    path.write_text(kubeconfig("https://10.0.0.1:6443", {"certificate-authority": "ca.crt"}))
+    assert kubeconfigs.identity(settings(kubeconfig=str(path))) == expected
+    system = kubeconfigs.identity(settings(kubeconfig=kubeconfig("https://10.0.0.1:6443", {})))
+    assert system == ClusterIdentity("https://10.0.0.1:6443", None)
+    assert str(system) == "https://10.0.0.1:6443 (CA system CAs)"
+
+
+def test_the_identity_never_carries_credentials_from_the_server_url() -> None:
+    found = kubeconfigs.identity(
+        settings(kubeconfig=kubeconfig("https://admin:hunter2@10.0.0.1:6443", {}))
+    )
+    assert found.server == "https://10.0.0.1:6443"
+
+
+@pytest.mark.parametrize(
+    ("context", "problem"),
+    [
+        ("absent", "infercrane:kubernetes.context: the kubeconfig has no context named 'absent'"),
+        ("other", "infercrane:kubernetes.context: the kubeconfig has no cluster named 'missing'"),
+    ],
+)
+def test_a_context_that_names_no_server_is_refused_in_one_line(context: str, problem: str) -> None:
+    contents = kubeconfig("https://10.0.0.1:6443", {})
+    with pytest.raises(ConfigError) as refused:
+        # Validated for its context by the config rules; checked again when read here.
+        kubeconfigs.identity(settings(kubeconfig=contents).model_copy(update={"context": context}))
+    assert refused.value.problems == (problem,)
+
+
+def test_an_unreadable_kubeconfig_file_is_refused_without_its_contents(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        kubeconfigs.identity(settings(kubeconfig=str(tmp_path / "absent")))
+    assert refused.value.problems == (
+        "infercrane:kubernetes.context: cannot read the API server of context "
+        "'kind-infercrane' from the kubeconfig (FileNotFoundError)",
+    )
+
+
+def test_the_engine_inherits_nothing_that_decides_where_and_how_the_provider_applies() -> None:
+    ambient = {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "HTTPS_PROXY": "http://proxy:3128",
+        "KUBECONFIG": "/control-plane/kubeconfig",
+        "PULUMI_K8S_ENABLE_PATCH_FORCE": "true",
+        "PULUMI_K8S_DELETE_UNREACHABLE": "true",
+        "PULUMI_HOME": "/ambient",
+    }
+    assert engine.inherited(ambient) == {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "HTTPS_PROXY": "http://proxy:3128",
+        "PULUMI_HOME": "/ambient",  # the run's own variables replace it (environment.py)
+    }
+
+
+@pytest.mark.parametrize("value", ["false", "", "1"])
+def test_a_person_pulumi_up_runs_unless_its_environment_forces_applies(value: str) -> None:
+    unforced({"PULUMI_K8S_ENABLE_PATCH_FORCE": value})
+    with pytest.raises(ConfigError) as refused:
+        unforced({"PULUMI_K8S_ENABLE_PATCH_FORCE": "true"})
+    assert refused.value.problems == (
+        "PULUMI_K8S_ENABLE_PATCH_FORCE=true makes pulumi-kubernetes force its applies over "
+        "other field managers, which InferCrane never does: unset it",
+    )
