@@ -21,7 +21,7 @@ from pathlib import Path
 from pulumi import automation as auto
 
 from infercrane_pulumi import records
-from infercrane_pulumi.automation import backends, engine, leasedb, project
+from infercrane_pulumi.automation import backends, engine, failures, leasedb, project
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.cluster import client, observe, preflight, verdict
 from infercrane_pulumi.errors import (
@@ -53,9 +53,20 @@ def pulumi_errors(stack_name: str) -> Iterator[None]:
     except (auto.errors.StackNotFoundError, auto.errors.StackAlreadyExistsError) as error:
         raise ConfigError(f"stack {stack_name}: {error.name}") from error
     except auto.errors.CommandError as error:
-        raise RunFailedError(f"stack {stack_name}: pulumi command failed") from error
+        said = _cli_error(error)
+        raise RunFailedError(
+            f"stack {stack_name}: pulumi command failed" + (f": {said}" if said else "")
+        ) from error
     except (auto.errors.InvalidVersionError, FileNotFoundError) as error:
         raise ConfigError(f"Pulumi CLI: {error}") from error
+
+
+def _cli_error(error: auto.errors.CommandError) -> str | None:
+    """The CLI's last ``error:`` line, credentials masked, for the person reading the failure
+    (what the failure means is decided by its type above, never by these words)."""
+    stderr = str(error).partition("\n stderr: ")[2]
+    said = [line.strip() for line in stderr.splitlines() if line.strip().startswith("error:")]
+    return failures.sanitized(said[-1].removeprefix("error:").strip()) if said else None
 
 
 def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.Stack:

@@ -70,6 +70,18 @@ def test_every_pulumi_exception_becomes_a_typed_error(
     assert caught.value.__cause__ is raised
 
 
+def test_a_failed_pulumi_command_says_the_cli_error_masked() -> None:
+    raised = _command_error(
+        auto.errors.CommandError,
+        "warning: slow\nerror: first\nerror: blob (key x) https://ak:sk@s3.local failed",
+    )
+    with pytest.raises(RunFailedError) as caught, pulumi_errors("t1"):
+        raise raised
+    assert caught.value.problems == (
+        "stack t1: pulumi command failed: blob (key x) https://***@s3.local failed",
+    )
+
+
 def test_the_environment_repr_hides_the_passphrase(tmp_path: Path) -> None:
     env = automation.PulumiEnvironment(
         state_dir=tmp_path, pulumi_home=tmp_path, passphrase="hunter2-passphrase"
