@@ -1,5 +1,6 @@
 """The Pulumi CLI's private behaviours the run path relies on, on each CLI of the promised range
-(``ENGINE_CLIS``: the pinned one, the oldest the Go module proxy serves, and the newest it serves).
+(``ENGINE_CLIS``: the pinned one, 3.274.0, also the oldest of the range the Go module proxy
+builds here, and the newest it serves, 3.276.0).
 
 Only here, through the public doors (``NamespaceStack``, the stack file's run, the JSON CLI,
 ``stack_locks``): a verified no-op read from the checkpoint file the CLI wrote, with no CLI
