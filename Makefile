@@ -7,13 +7,15 @@ PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 # The policy pack's virtualenv (policy/constraints.txt says why it is its own).
 POLICY_VENV := policy/venv
+# The documentation site's virtualenv (docs/requirements.txt says why it is its own).
+DOCS_VENV := .venv-docs
 TOOLS_BIN = $(shell hack/tools/build.sh --bin-dir)
 
 export PULUMI_SKIP_UPDATE_CHECK := true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 
-.PHONY: demo test unit lint fmt tools base-tools venv policy-venv clean host-packages
+.PHONY: demo test unit lint fmt tools base-tools venv policy-venv docs-venv docs clean host-packages
 
 ## demo: build/reuse the toolchain, start a disposable control plane, run a real `pulumi up`
 ## (BACKEND=postgres: the state and the stack's lease in a throwaway PostgreSQL)
@@ -120,6 +122,20 @@ $(POLICY_VENV)/.installed: policy/requirements.txt policy/constraints.txt pyproj
 	$(PYTHON) -m venv $(POLICY_VENV)
 	cd policy && venv/bin/python -m pip install --quiet --disable-pip-version-check \
 	  -c constraints.txt -r requirements.txt
+	touch $@
+
+## docs: the documentation site, built strictly (any warning fails: a broken link or anchor, a
+## page outside the nav) into .infercrane/site
+docs: docs-venv
+	# Material 9.8 prints an end-of-life banner on every build; it is news, not a warning.
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/python -m mkdocs build --strict --site-dir .infercrane/site
+
+docs-venv: $(DOCS_VENV)/.installed
+
+$(DOCS_VENV)/.installed: docs/requirements.txt constraints.txt
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  -c constraints.txt -r docs/requirements.txt
 	touch $@
 
 $(CHECKOV_VENV)/.installed: hack/lint/checkov-constraints.txt
