@@ -125,17 +125,18 @@ $(POLICY_VENV)/.installed: policy/requirements.txt policy/constraints.txt pyproj
 	touch $@
 
 ## docs: the documentation site, built strictly (any warning fails: a broken link or anchor, a
-## page outside the nav) into .infercrane/site
+## page outside the nav) into .infercrane/site; the reference pages are generated from the code
+## during the build (infercrane_dev/docs_hook.py)
 docs: docs-venv
 	# Material 9.8 prints an end-of-life banner on every build; it is news, not a warning.
 	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/python -m mkdocs build --strict --site-dir .infercrane/site
 
 docs-venv: $(DOCS_VENV)/.installed
 
-$(DOCS_VENV)/.installed: docs/requirements.txt constraints.txt
+$(DOCS_VENV)/.installed: docs/requirements.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(DOCS_VENV)
 	$(DOCS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-	  -c constraints.txt -r docs/requirements.txt
+	  -c constraints.txt -r docs/requirements.txt -e .
 	touch $@
 
 $(CHECKOV_VENV)/.installed: hack/lint/checkov-constraints.txt

@@ -342,14 +342,16 @@ def version_line() -> str:
     )
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
+    # ``commands``: the documentation's CLI reference is made from this same parser
+    # (infercrane_dev/docsgen.py), for a table it is given in its tests.
     # Raw text: the version line stays one line.
     root = argparse.ArgumentParser(
         prog="infercrane-pulumi", formatter_class=argparse.RawTextHelpFormatter
     )
     root.add_argument("--version", action="version", version=version_line())
     subcommands = root.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
+    for command in commands:
         sub = subcommands.add_parser(command.name, help=command.help)
         for add in command.flags:
             add(sub)
