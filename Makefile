@@ -129,6 +129,8 @@ $(POLICY_VENV)/.installed: policy/requirements.txt policy/constraints.txt pyproj
 ## during the build (infercrane_dev/docs_hook.py)
 docs: docs-venv
 	# Material 9.8 prints an end-of-life banner on every build; it is news, not a warning.
+	# `python -m`, not the mkdocs script: the hook imports infercrane_dev from this checkout,
+	# which only the working directory on sys.path provides (live: python -m mkdocs serve).
 	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/python -m mkdocs build --strict --site-dir .infercrane/site
 
 docs-venv: $(DOCS_VENV)/.installed
