@@ -15,8 +15,11 @@ from infercrane_pulumi.automation import project
 
 
 @pytest.fixture
-def pulumi(tmp_path: Path) -> Path:
-    """A ``pulumi`` that records that it ran, so a test sees whether the guard let it start."""
+def pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``pulumi`` that records that it ran (in its working directory), so a test sees whether
+    the guard let it start. The test runs in its own directory: the SDK's ``PulumiCommand``
+    asks the CLI its version from the current one, which must not be the checkout."""
+    monkeypatch.chdir(tmp_path)
     script = tmp_path / "cli" / "bin" / "pulumi"
     script.parent.mkdir(parents=True)
     script.write_text(f"#!{sys.executable}\nimport pathlib\npathlib.Path('ran').touch()\n")
