@@ -60,8 +60,8 @@ start_job kind-prepare bash -c 'hack/tools/build.sh --only kind,coredns &&
 
 # Every scenario runs where a control plane runs: in a process with a KUBECONFIG of its own
 # exported. Here it is a decoy whose contexts have the names the suite's kubeconfigs use and
-# reach nothing, beside a pulumi-kubernetes variable that would force every apply (issue 39):
-# no run may use either (tests/conformance/test_ambient_kubeconfig.py says which may not).
+# reach nothing (issue 39): no run may use it (tests/conformance/test_ambient_kubeconfig.py says
+# which may not); tests/conftest.py adds the provider's variables a run must not take either.
 decoy=$PWD/.infercrane/decoy-kubeconfig
 cat >"$decoy" <<'EOF'
 apiVersion: v1
@@ -78,7 +78,7 @@ contexts:
 - {name: infercrane-conformance-provider, context: {cluster: decoy, user: decoy}}
 current-context: infercrane-admin
 EOF
-export KUBECONFIG=$decoy PULUMI_K8S_ENABLE_PATCH_FORCE=true
+export KUBECONFIG=$decoy
 
 "$make" --no-print-directory lint
 hack/tools/build.sh --test

@@ -32,7 +32,14 @@ def stand_in_cli(script: Path) -> Path:
     return script
 
 
+# pulumi-kubernetes forces its applies over other managers when this is "true". Every test runs
+# beside it, as beside a control plane's own variables (issue 39): the runs never pass it to the
+# engine, and a person's `pulumi up` refuses it (tests/conformance/test_ambient_kubeconfig.py).
+HOSTILE_VARIABLES = {"PULUMI_K8S_ENABLE_PATCH_FORCE": "true"}
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    os.environ.update(HOSTILE_VARIABLES)
     # Beside pyproject's markers: the newest CLI's cases (tests/conformance/harness.py).
     config.addinivalue_line(
         "markers",
