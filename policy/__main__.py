@@ -1,7 +1,8 @@
 """InferCrane's CrossGuard policy pack: the rules of ``infercrane_pulumi.policy`` over the
 Deployments and InferenceServices the engine registers, and the GPU budget over the stack.
 
-``pulumi preview --policy-pack policy [--policy-pack-config <file>]`` (README, "Policy"). Only
+``pulumi preview --policy-pack policy [--policy-pack-config <file>]`` (docs/how-to/policy-pack.md).
+Only
 the wiring to pulumi-policy lives here; what each rule decides, and what its configuration means,
 is ``infercrane_pulumi.policy.crossguard``.
 """

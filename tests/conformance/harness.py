@@ -70,7 +70,8 @@ def require_toolchain(names: tuple[str, ...] = LOCAL_BINARIES) -> Path:
         unavailable(f"hermetic toolchain missing ({missing}); run `make tools`")
 
 
-# The Pulumi CLIs the run path is tested on, at both ends of the range the README promises: the
+# The Pulumi CLIs the run path is tested on, at both ends of the range the docs promise
+# (docs/how-to/install.md): the
 # pinned one (the bin dir's), which is also the oldest of the range the Go module proxy serves,
 # and the newest it serves, built beside it by the ``pulumi-newest`` family (hack/tools/README.md).
 # ``@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)`` runs a test on each; make

@@ -5,7 +5,8 @@ device plugin) runs the stand-in servers, which keep the real images' launch con
 ``infercrane_dev/images/README.md``). Every scenario drives the control plane's door
 (``NamespaceStack``, the one run path) as the provider identity, reads observation as the
 control plane would, and asks the replica itself from this host through its Service's
-ClusterIP. What a stand-in proves and does not: the README's qualification table.
+ClusterIP. What a stand-in proves and does not: the qualification table
+(docs/explanation/qualification.md).
 """
 
 from __future__ import annotations
