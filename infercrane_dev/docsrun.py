@@ -1,7 +1,8 @@
 """The documentation's code blocks as tests: a page that drifts from the code fails.
 
-Every ``sh`` and ``python`` block in ``docs/`` carries a marker in the HTML comment on the line
-before it (invisible in the built site), which says what the tests do with it:
+Every ``sh`` and ``python`` block in ``docs/`` and the README carries a marker in the HTML
+comment on the line before it (invisible in the built site), which says what the tests do with
+it:
 
 - ``<!-- docs-test: run -->``: a step of the page's tutorial. The page's steps run in order in
   one bash process (``tutorial_script``), so each sees what the previous ones exported; a

@@ -1,7 +1,7 @@
-"""The documentation's code blocks: every one says what the tests do with it, every Python block
-compiles and imports only what exists, and a tutorial's steps become one script that stops at
-the first failure and still cleans up. The tutorials themselves run against the local control
-plane in tests/conformance/test_tutorials.py."""
+"""The documentation's code blocks, the README's included: every one says what the tests do
+with it, every Python block compiles and imports only what exists, and a tutorial's steps
+become one script that stops at the first failure and still cleans up. The tutorials themselves
+run against the local control plane in tests/conformance/test_tutorials.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from infercrane_dev import docsrun
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted((ROOT / "docs").rglob("*.md"))
+# The README's examples are held to the same rules as the pages'.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCKS = [block for page in PAGES for block in docsrun.blocks(page)]
 PYTHON = [block for block in BLOCKS if block.language == "python"]
 
