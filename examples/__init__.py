@@ -1,1 +1,1 @@
-"""Runnable examples of the project's public interfaces (README links them)."""
+"""Runnable examples of the project's public interfaces (the docs link them)."""

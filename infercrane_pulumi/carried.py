@@ -1,13 +1,13 @@
 """The driver's word to the program: these keys are verified unchanged and left out of the run.
 
-A run that works on some keys while the others are verified unchanged (``cluster.verdict``)
-targets only the keys it works on (``automation.targets``). The engine keeps every untargeted
-resource that the program does not register exactly as the state holds it, so the program need
-not register the verified keys at all; registering them was most of a run's cost in a big stack
-(README, "Performance"). The driver, which serves the program in its own process, hands it each
-verified key's record of the stack's outputs, as the stack last wrote it, for exactly one
-configuration (its digest); the program exports those records as they are and registers the
-other keys. Any other configuration, and a person's ``pulumi up`` (handed nothing), registers
+A run that works on some keys while the others are verified unchanged (``cluster.verdict``) targets
+only the keys it works on (``automation.targets``). The engine keeps every untargeted resource that
+the program does not register exactly as the state holds it, so the program need not register the
+verified keys at all; registering them was most of a run's cost in a big stack
+(benchmarks/results/history-until-2026-12.md). The driver, which serves the program in its own
+process, hands it each verified key's record of the stack's outputs, as the stack last wrote it, for
+exactly one configuration (its digest); the program exports those records as they are and registers
+the other keys. Any other configuration, and a person's ``pulumi up`` (handed nothing), registers
 every key. Pure.
 """
 

@@ -80,7 +80,7 @@ class Resources(_Model):
 
     The defaults are what one single-GPU vLLM replica needs to start and keep serving: the
     API server, the engine core and tokenizer processes want a few cores, loading the weights
-    passes them through host memory, and vLLM keeps a CPU swap space (README, "Resources").
+    passes them through host memory, and vLLM keeps a CPU swap space (docs/explanation/objects.md).
     No CPU limit by default: throttling an engine that feeds a GPU costs throughput and buys
     nothing on a node the GPU already reserves (KServe mode sets one, see ``podspec``).
     """
@@ -213,7 +213,7 @@ DEFAULT_DENIED_FLAGS = ("--trust-remote-code", "--api-key")
 
 class PolicySettings(_Model):
     """``infercrane:policy``: what the namespace's platform team allows, and how strictly
-    (README, "Policy"). An unset list allows anything; the denied flags by default are the
+    (docs/how-to/policy-pack.md). An unset list allows anything; the denied flags by default are the
     two no replica should carry: ``--trust-remote-code`` runs code from the model's
     repository, an ``--api-key`` in argv is a credential every process listing shows."""
 

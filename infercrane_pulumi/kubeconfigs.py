@@ -1,7 +1,7 @@
 """Which kubeconfig a run reaches its cluster with, decided in one place, and which API server
 that kubeconfig's context names.
 
-The precedence (README, "Which cluster a run reaches"), as kubectl's loader decides its own in
+The precedence (docs/reference/kubeconfig.md), as kubectl's loader decides its own in
 one function:
 
 1. the stack's ``infercrane:kubernetes.kubeconfig`` (a path or the contents);

@@ -1,9 +1,9 @@
 """InferCrane's CrossGuard policy pack: the rules of ``infercrane_pulumi.policy`` over the
 Deployments and InferenceServices the engine registers, and the GPU budget over the stack.
 
-``pulumi preview --policy-pack policy [--policy-pack-config <file>]`` (README, "Policy"). Only
-the wiring to pulumi-policy lives here; what each rule decides, and what its configuration means,
-is ``infercrane_pulumi.policy.crossguard``.
+``pulumi preview --policy-pack policy [--policy-pack-config <file>]`` (docs/how-to/policy-pack.md).
+Only the wiring to pulumi-policy lives here; what each rule decides, and what its configuration
+means, is ``infercrane_pulumi.policy.crossguard``.
 """
 
 from __future__ import annotations

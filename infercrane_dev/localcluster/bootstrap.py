@@ -1,4 +1,4 @@
-"""Bootstrap a namespace the way the README tells an operator to.
+"""Bootstrap a namespace the way docs/how-to/bootstrap-a-namespace.md tells an operator to.
 
 As admin: the shipped ``deploy/kubernetes`` manifests (rewritten to the target namespace, rules
 untouched), RoleBindings of the shipped Role(s) to further identities (by default the local
@@ -25,8 +25,8 @@ from infercrane_pulumi.intents import WorkloadApiName
 from infercrane_pulumi.workloads import WORKLOAD_APIS
 
 SHIPPED_NAMESPACE = "infercrane-system"
-# What the README tells an operator to apply first, whatever the workload API.
-# The provider's Role comes from the workload-API table: a KServe namespace gets no power over
+# What docs/how-to/bootstrap-a-namespace.md tells an operator to apply first, whatever the workload
+# API. The provider's Role comes from the workload-API table: a KServe namespace gets no power over
 # Deployments or Services (KServe's own, generated there, included).
 BASE_FILES = ("base/namespace.yaml", "base/service-accounts.yaml")
 OBSERVE_FILES = ("observe/pods-reader.yaml",)

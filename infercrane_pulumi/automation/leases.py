@@ -9,7 +9,7 @@ Holding it proves that no live replica runs the stack, so a Pulumi lock found un
 and may be broken from any host (``run``), once ``FENCE_SECONDS`` have passed since the lease
 was taken: by then a previous holder that lost its lease has stopped its engine (below).
 
-The failure model (README, "State, locks, concurrency"):
+The failure model (docs/explanation/failure-model.md):
 
 - the holder dies (process or host): the kernel closes its connection, the server releases
   the lease at once, the next replica's ``held`` returns;

@@ -56,9 +56,9 @@ class NamespaceStack:
     stack_name: str = ""  # default: the namespace (one stack per namespace)
     wait_seconds: float = 0.0
     on_event: EventHandler | None = None  # the engine's events (``RunOptions.on_event``)
-    # The rules every run is judged by (``infercrane:policy``; README, "Policy").
+    # The rules every run is judged by (``infercrane:policy``; docs/how-to/policy-pack.md).
     policy: PolicySettings = field(default_factory=PolicySettings)
-    # InferCrane's CrossGuard pack, run by the engine on every ensure (README, "Policy").
+    # InferCrane's CrossGuard pack, run by the engine on every ensure (docs/how-to/policy-pack.md).
     policy_pack: PolicyPack | None = None
     _stack: auto.Stack | None = field(default=None, init=False, repr=False)
     _kubeconfig_digest: str | None = field(default=None, init=False, repr=False)

@@ -34,7 +34,7 @@ def sdk_version() -> str:
 
 
 def supported_cli(sdk: str) -> str:
-    """The CLI versions an SDK supports, as the README and ``doctor`` state them."""
+    """The CLI versions an SDK supports, as ``docs/how-to/install.md`` and ``doctor`` state them."""
     parsed = release(sdk)
     assert parsed is not None, sdk
     return f">= {sdk}, < {parsed[0] + 1}"

@@ -28,8 +28,8 @@ _DESCRIPTIONS = {rule.id: rule.description for rule in RULES}
 
 @dataclass(frozen=True)
 class PolicyPack:
-    """InferCrane's pack, as a directory (the repository's ``policy/``, or a copy of it), and
-    its CrossGuard configuration file (README, "Policy"); ``None``: the rules' defaults."""
+    """InferCrane's pack, as a directory (the repository's ``policy/``, or a copy of it), and its
+    CrossGuard configuration file (docs/how-to/policy-pack.md); ``None``: the rules' defaults."""
 
     directory: Path
     config: Path | None = None

@@ -70,7 +70,8 @@ class RunOptions:
     on_event: EventHandler | None = None
     wait_seconds: float = 0.0  # how long a busy stack may be waited for
     refresh: bool = False  # refresh first whatever the drift probe says
-    # InferCrane's CrossGuard pack, run by the engine on a preview or an up (README, "Policy").
+    # InferCrane's CrossGuard pack, run by the engine on a preview or an up
+    # (docs/how-to/policy-pack.md).
     policy_pack: PolicyPack | None = None
 
 

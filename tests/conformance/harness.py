@@ -70,11 +70,12 @@ def require_toolchain(names: tuple[str, ...] = LOCAL_BINARIES) -> Path:
         unavailable(f"hermetic toolchain missing ({missing}); run `make tools`")
 
 
-# The Pulumi CLIs the run path is tested on, at both ends of the range the README promises: the
-# pinned one (the bin dir's), which is also the oldest of the range the Go module proxy serves,
-# and the newest it serves, built beside it by the ``pulumi-newest`` family (hack/tools/README.md).
-# ``@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)`` runs a test on each; make
-# test runs the newest's cases last, once the family's background build is done.
+# The Pulumi CLIs the run path is tested on, at both ends of the range the docs promise
+# (docs/how-to/install.md): the pinned one (the bin dir's), which is also the oldest of the range
+# the Go module proxy serves, and the newest it serves, built beside it by the ``pulumi-newest``
+# family (hack/tools/README.md). ``@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)``
+# runs a test on each; make test runs the newest's cases last, once the family's background build is
+# done.
 ENGINE_CLIS = (pytest.param("pinned"), pytest.param("newest", marks=pytest.mark.newest_cli))
 NEWEST_CLI = Path("pulumi-newest") / "bin"
 

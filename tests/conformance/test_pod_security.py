@@ -22,7 +22,8 @@ from tests.conformance.test_scheduling_scenarios import pods_of, until_state
 
 pytestmark = pytest.mark.conformance
 ENFORCE = "pod-security.kubernetes.io/enforce"
-# What the README's qualification table promises: these settings reach "restricted".
+# What the qualification table (docs/explanation/qualification.md) promises: these settings reach
+# "restricted".
 RESTRICTED_SETTINGS: dict[str, Any] = {"runAsUser": 10001, "readOnlyRootFilesystem": True}
 
 

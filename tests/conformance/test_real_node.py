@@ -1,11 +1,11 @@
 """Replicas on a real node: what a Pod we render does when a kubelet really runs it.
 
-The local control plane's real node (kubelet + containerd + runc, kube-proxy, GPUs from a
-device plugin) runs the stand-in servers, which keep the real images' launch contracts (see
+The local control plane's real node (kubelet + containerd + runc, kube-proxy, GPUs from a device
+plugin) runs the stand-in servers, which keep the real images' launch contracts (see
 ``infercrane_dev/images/README.md``). Every scenario drives the control plane's door
-(``NamespaceStack``, the one run path) as the provider identity, reads observation as the
-control plane would, and asks the replica itself from this host through its Service's
-ClusterIP. What a stand-in proves and does not: the README's qualification table.
+(``NamespaceStack``, the one run path) as the provider identity, reads observation as the control
+plane would, and asks the replica itself from this host through its Service's ClusterIP. What a
+stand-in proves and does not: the qualification table (docs/explanation/qualification.md).
 """
 
 from __future__ import annotations

@@ -300,7 +300,7 @@ def test_the_database_restarting_between_and_during_runs(
         converged = a.call("ensure", namespace=namespace, intents=intents(keys))
         assert converged["ok"] is True, converged
         assert owned_names(admin, namespace) == expected_names(keys)
-        # Now and then a Pulumi lock outlives a restart mid-run (README, the failure model):
+        # Now and then a Pulumi lock outlives a restart mid-run (docs/explanation/failure-model.md):
         # the next engine run, under the lease, breaks it and goes on.
         fewer = a.call("ensure", namespace=namespace, intents=intents(keys[:-1]))
     assert fewer["ok"] is True, fewer

@@ -62,8 +62,9 @@ def test_absent_sides_make_create_delete_or_nothing() -> None:
     ] == ["create", "delete", "same"]
 
 
-# The key rule, case by case (the README's table): the engine's results and the offline diff
-# both apply it (tests/unit/test_results.py checks that they agree on every case).
+# The key rule, case by case (the change model's table, docs/tutorials/reading-a-preview.md): the
+# engine's results and the offline diff both apply it (tests/unit/test_results.py checks that they
+# agree on every case).
 KEY_RULE: list[tuple[tuple[changes.Change, ...], changes.Change]] = [
     ((), "same"),
     (("same", "same"), "same"),

@@ -212,8 +212,9 @@ def engine_calls(path: Path) -> list[str]:
 
 
 def test_one_run_path_starts_every_engine_operation() -> None:
-    """The README's architecture: every driver runs through ``automation.run``; the suite's
-    conftest enforces the same at run time for every test and dev helper."""
+    """The architecture (docs/explanation/run-path.md): every driver runs through
+    ``automation.run``; the suite's conftest enforces the same at run time for every test and dev
+    helper."""
     modules = product_modules()
     callers = {m: engine_calls(p) for m, p in modules.items() if m != ENGINE_DISPATCH}
     assert {m: calls for m, calls in callers.items() if calls} == {}

@@ -22,7 +22,7 @@ HASH = hashlib.sha256(KEY.encode()).hexdigest()[:24]
 NAME = f"infercrane-{HASH}"
 # Golden: the hash of the canonical intent must not drift between releases, or every
 # object would be re-annotated on upgrade. Issue 17's settings (resources, probes, cache,
-# hardening) changed it once, on purpose: README, "Upgrade notes".
+# hardening) changed it once, on purpose: docs/how-to/upgrading.md.
 INTENT_HASH = "sha256:11a7bb9e4009fbd2985671863c77dc8e26a4e15c885725700cf788ab30c56098"
 LABELS = {
     "app.kubernetes.io/name": "infercrane-runtime",

@@ -5,7 +5,7 @@ how the program is served to it (``serving``), how its events (``events``), its 
 this package in the project's own types (``Outcome``, ``Lock``, a stack's outputs as data).
 
 Speed and safety lean here on behaviour Pulumi does not document. Each such contract (the
-README's "The engine's private contracts" holds the same table), what relies on it, and what
+page docs/reference/engine-contracts.md holds the same table), what relies on it, and what
 happens without it:
 
 1. The SDK's inline-program runtime ``pulumi.automation._server.LanguageServer`` and its gRPC
@@ -44,7 +44,7 @@ happens without it:
     ``pulumi up`` reads its configuration from Pulumi's own variable (at most 128 KiB).
 
 Tested: ``tests/conformance/test_engine_contracts.py`` runs every row against each CLI the
-README names, the SDK pinned in ``constraints.txt``.
+docs name (docs/how-to/install.md), the SDK pinned in ``constraints.txt``.
 """
 
 from infercrane_pulumi.automation.engine.checkpoints import outputs as checkpoint_outputs

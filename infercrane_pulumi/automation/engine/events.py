@@ -7,11 +7,12 @@ A line that is not an engine event the SDK decodes fails the run closed
 (``EngineUnsupportedError``, naming the CLI version): a run's results are never decided from
 part of its events.
 
-Each step's event carries the resource's whole state, old and new (kilobytes per object):
-decoding every one cost the driver 2.5-2.9 s of CPU, and as much again in garbage collection,
-for one key added to a stack of 1,000, on the cores the engine needs (README, "Performance").
-So the ``same`` steps of URNs the caller already knows the outcome of are left undecoded:
-recognized by the first bytes the engine writes for a step, anything else is decoded.
+Each step's event carries the resource's whole state, old and new (kilobytes per object): decoding
+every one cost the driver 2.5-2.9 s of CPU, and as much again in garbage collection, for one key
+added to a stack of 1,000, on the cores the engine needs
+(benchmarks/results/history-until-2026-12.md). So the ``same`` steps of URNs the caller already
+knows the outcome of are left undecoded: recognized by the first bytes the engine writes for a step,
+anything else is decoded.
 """
 
 from __future__ import annotations

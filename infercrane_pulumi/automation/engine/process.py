@@ -1,14 +1,14 @@
 """The Pulumi CLI's processes this package starts itself: one engine run's, its display printed
 to a terminal or discarded, and the one that stores a secret given on stdin (``set_secret``).
 
-The run's events come from its event log (``events``), never from what the CLI prints, so
-what the CLI prints is only for a person. The CLI's human displays (the progress view, the
-diff view) keep every resource's step, the resource's whole state twice, until the run ends:
-with nobody watching, the CLI is asked for its JSON display, which streams each event and
-keeps none, and its stdout is discarded. Adding one intent to a stack of 1,000, the CLI's
-peak RSS fell from 1,173-1,385 MiB to 620-651 MiB that way, its CPU within noise (README,
-"Performance"). The SDK's ``PulumiCommand.run`` cannot discard: it keeps all of stdout in
-memory until the CLI exits (tens of megabytes of JSON at 1,000 intents).
+The run's events come from its event log (``events``), never from what the CLI prints, so what the
+CLI prints is only for a person. The CLI's human displays (the progress view, the diff view) keep
+every resource's step, the resource's whole state twice, until the run ends: with nobody watching,
+the CLI is asked for its JSON display, which streams each event and keeps none, and its stdout is
+discarded. Adding one intent to a stack of 1,000, the CLI's peak RSS fell from 1,173-1,385 MiB to
+620-651 MiB that way, its CPU within noise (benchmarks/results/history-until-2026-12.md,
+"Performance"). The SDK's ``PulumiCommand.run`` cannot discard: it keeps all of stdout in memory
+until the CLI exits (tens of megabytes of JSON at 1,000 intents).
 
 A failure is Pulumi's own ``CommandError``, classified from stderr by the SDK as before.
 """

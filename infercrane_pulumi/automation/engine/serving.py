@@ -2,11 +2,11 @@
 
 The Pulumi CLI would otherwise start a language host and a fresh interpreter that imports the
 program, the SDK and pulumi-kubernetes again on every run: most of a small run's fixed cost
-(README, "Performance"). The CLI's ``--client`` flag instead points the engine at a language
-runtime that is already running; this is the Automation API's own inline-program runtime
-(``pulumi.automation._server``, which ``Stack.up`` serves the same way), here on a loopback
-port of its own for exactly one CLI run. The SDK keeps each run's state in context variables,
-so runs of several stacks may be served at once.
+(benchmarks/results/history-until-2026-12.md). The CLI's ``--client`` flag instead points the engine
+at a language runtime that is already running; this is the Automation API's own inline-program
+runtime (``pulumi.automation._server``, which ``Stack.up`` serves the same way), here on a loopback
+port of its own for exactly one CLI run. The SDK keeps each run's state in context variables, so
+runs of several stacks may be served at once.
 """
 
 from __future__ import annotations
