@@ -336,8 +336,9 @@ def test_a_replica_waiting_for_a_holder_that_dies_takes_the_stack_over(
     site: Site, request: pytest.FixtureRequest
 ) -> None:
     """File state (no lease): replica B is already waiting for the stack's lock when its holder
-    (driver A, mid-create) dies, leaving its lock file. B must take the stack over within its
-    wait, not report it busy until its deadline. (The matrix's B starts only after the kill.)"""
+    (driver A, after its first create) dies, leaving its lock file. B must take the stack over
+    within its wait, not report it busy until its deadline. (The matrix's B starts only after
+    the kill.)"""
     backend = shared_backend("file", request, site.directory)
     wanted = [A, B]
     evidence: list[str] = []
