@@ -15,6 +15,7 @@ refusal (``test_policy_pack``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
@@ -22,6 +23,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -154,7 +156,8 @@ def test_a_run_whose_driver_is_stopped_ends_with_its_engine_and_the_next_run_goe
     # Enough keys that the run is still writing when its first object shows.
     keys = [f"stopped-{i}" for i in range(16)]
     harness.configure([replica(key) for key in keys])
-    running = cli(harness, "up")
+    with interruptible():
+        running = cli(harness, "up")
     started: set[int] = set()  # the run's CLI and plugins
 
     def first_object() -> bool:
@@ -190,6 +193,23 @@ def test_a_run_whose_driver_is_stopped_ends_with_its_engine_and_the_next_run_goe
         names = sorted(o["metadata"]["name"] for o in harness.owned(kind))
         assert names == sorted(naming.object_name(key) for key in keys)  # each exactly once
     assert stack_locks(harness.env.state_dir, harness.stack_name) == []
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Processes started inside take SIGINT as a person's shell gives it, even when this suite
+    runs with SIGINT ignored (a non-interactive shell's background job: Python then never raises
+    KeyboardInterrupt, and a driver sent SIGINT finished its run, exit 0, on Kind 1.34). An
+    ignored signal stays ignored across exec; one this process handles is reset to the default."""
+    before = signal.getsignal(signal.SIGINT)
+    if before is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def version(harness: Harness) -> str:
