@@ -43,7 +43,7 @@ from typing import Any, Literal
 from pulumi import automation as auto
 
 from infercrane_dev.localcluster.processes import descendants, process_start_ticks
-from infercrane_pulumi import components, naming
+from infercrane_pulumi import components, kinds, naming
 from infercrane_pulumi.automation import NamespaceStack, engine, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.results import StackResult, step_of
@@ -58,8 +58,9 @@ from tests.conformance.test_shared_state import PLUGINS
 
 # Left in a driver's TMPDIR each time its run path starts waiting for the stack's lock.
 WAITING_MARK = "waiting-for-the-stack"
-# Left in a driver's TMPDIR when its program holds the run (``holdAfter``), naming the object.
+# Left in a driver's TMPDIR when it holds its run (``hold``), saying where.
 HELD_MARK = "held"
+APPLIED = "applied "  # an after-apply hold's mark: this, then the object's kind/name
 DRIVER_NICENESS = 10  # below the test's priority (``Driver``)
 PassOn = Callable[[Mapping[str, Any], Any], dict[str, Any]]
 AsApplied = Callable[[Any, Any], Any]
@@ -143,7 +144,7 @@ def _held_after(as_applied: AsApplied) -> AsApplied:
 
 
 async def _hold(record: Mapping[str, Any]) -> Any:
-    _mark_held(f"applied {record['kind']}/{record['name']}")
+    _mark_held(f"{APPLIED}{record['kind']}/{record['name']}")
     await asyncio.Event().wait()  # until the test kills the run
     return record
 
@@ -328,6 +329,9 @@ def kill_at(
         try:  # until the point, or the run's end (its private directory goes with it)
             while not fired.wait(0.1) and time.monotonic() < deadline:
                 if (where := held()) is not None:  # before-deletes: after the run directory
+                    if where.startswith(APPLIED):  # the point's claim, read back as admin
+                        kind, name = where.removeprefix(APPLIED).split("/")
+                        assert admin.get(kinds.KINDS[kind], namespace, name) is not None, where
                     fire(f"held: {where}")
                 elif not run_dir.exists() or driver.process.poll() is not None:
                     break
