@@ -121,7 +121,7 @@ def _model_section(name: str, schema: Schema, *, heading: str) -> list[str]:
         default = "required" if field in required else _code(prop.get("default"))
         lines.append(
             f"| `{field}` | {_cell(type_text(prop))} | {_cell(default)} "
-            f"| {_cell(str(prop.get('description', '')))} |"
+            f"| {_cell(str(prop.get('description', ''))).replace('``', '`')} |"
         )
     return [*lines, ""]
 

@@ -55,8 +55,13 @@ PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
 
 
 class _Model(BaseModel):
+    # Each field's docstring is its description in the generated configuration reference.
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
     )
 
 
@@ -64,10 +69,15 @@ class Toleration(_Model):
     """A pod toleration, for GPU nodes tainted against ordinary workloads."""
 
     key: QualifiedName | LabelValue | None = None
+    """The taint's key; unset with ``Exists``: every taint."""
     operator: Literal["Exists", "Equal"] = "Equal"
+    """``Equal``: the taint's value must be ``value``; ``Exists``: any value."""
     value: LabelValue | None = None
+    """The taint's value, for ``Equal``."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """The taint effect tolerated; unset: every effect."""
     toleration_seconds: Annotated[int, Field(strict=True, ge=0)] | None = None
+    """With ``NoExecute``: how long the Pod stays once the taint appears; unset: for ever."""
 
 
 def _exactly_one(**fields: object) -> None:
@@ -86,18 +96,27 @@ class Resources(_Model):
     """
 
     cpu_request: CpuQuantity = "4"
+    """CPU the scheduler reserves for the container."""
     cpu_limit: CpuQuantity | None = None
+    """CPU limit, at least the request; unset: none (KServe mode: the request)."""
     memory_request: MemoryQuantity = "16Gi"
+    """Memory the scheduler reserves for the container."""
     memory_limit: MemoryQuantity = "32Gi"
+    """Memory limit: at least ``memoryRequest``, plus ``shmSize`` when set (a full
+    ``/dev/shm`` is memory charged to the container)."""
 
 
 class ResourceOverrides(_Model):
     """An intent's changes to the namespace's ``resources``, field by field."""
 
     cpu_request: CpuQuantity | None = None
+    """Over the namespace's ``resources.cpuRequest``."""
     cpu_limit: CpuQuantity | None = None
+    """Over the namespace's ``resources.cpuLimit``."""
     memory_request: MemoryQuantity | None = None
+    """Over the namespace's ``resources.memoryRequest``."""
     memory_limit: MemoryQuantity | None = None
+    """Over the namespace's ``resources.memoryLimit``."""
 
 
 class ModelCache(_Model):
@@ -105,7 +124,9 @@ class ModelCache(_Model):
     survives container restarts (not a new Pod) within ``sizeLimit``."""
 
     claim_name: DnsSubdomain | None = None
+    """An existing PersistentVolumeClaim in the namespace (exactly one of the two)."""
     size_limit: MemoryQuantity | None = None
+    """An emptyDir of at most this size (exactly one of the two)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelCache:
@@ -117,7 +138,9 @@ class SecretKeyRef(_Model):
     """One key of a Secret in the namespace: the Pod reads it, InferCrane never does."""
 
     secret_name: DnsSubdomain
+    """The Secret's name, in the stack's namespace."""
     key: SecretKey
+    """The key within it."""
 
 
 class WorkerKey(_Model):
@@ -125,7 +148,11 @@ class WorkerKey(_Model):
     file (a Secret volume). Either way the value is in neither argv nor the object."""
 
     env: EnvName | None = None
+    """One environment variable (not ``HF_TOKEN``, ``HF_HOME`` or ``HOME``; exactly one of
+    the two)."""
     file: AbsolutePath | None = None
+    """A read-only Secret file: a normalized absolute path outside ``/``, ``/tmp``,
+    ``/dev/shm``, the home and the cache (its directory is mounted; exactly one of the two)."""
 
     @model_validator(mode="after")
     def _one_way(self) -> WorkerKey:
@@ -137,59 +164,102 @@ class KubernetesSettings(_Model):
     """``infercrane:kubernetes``: where and how the intents of one namespace are deployed."""
 
     context: Printable
+    """The kubeconfig context every run uses, always passed explicitly: never the current
+    context."""
     namespace: DnsLabel = "infercrane-system"
-    # A path or the contents; never shown in a repr (contents carry credentials).
+    """The namespace this stack deploys into; one stack per namespace."""
     kubeconfig: Kubeconfig | None = Field(default=None, repr=False)
+    """A path, or the contents (YAML or JSON) kept as a Pulumi secret, holding ``context``.
+    Unset: ``NamespaceStack`` takes ``PulumiEnvironment.kubeconfig`` (neither: refused); the
+    command line and a person's ``pulumi up`` take ``$KUBECONFIG``, then ``~/.kube/config``.
+    Never shown in a repr (contents carry credentials)."""
     workload_api: WorkloadApiName = "deployment"
+    """What each intent becomes: a Deployment and a Service, or one KServe InferenceService
+    (Standard mode)."""
     service_account: DnsLabel = "infercrane-runtime"
+    """The runtime Pods' ServiceAccount (its token is not mounted)."""
     worker_secret_name: DnsLabel = "infercrane-worker"
+    """The Secret holding the worker credential the runtime checks on every request."""
     worker_secret_key: SecretKey = "api-key"
+    """The key of ``workerSecretName`` that holds the credential."""
     image_digest: DigestImage
+    """The runtime image, pinned by digest: it ends in ``@sha256:`` and 64 lowercase hex
+    digits (a tag before it is allowed)."""
     gpu_resource: QualifiedName = "nvidia.com/gpu"
+    """The extended resource each replica asks one of."""
     gpu_product_label: QualifiedName = "nvidia.com/gpu.product"
+    """The node label whose value an intent's ``gpu`` must equal."""
     resources: Resources = Resources()
-    # The startup probe's allowance: how long a model may take to load before the kubelet
-    # restarts the container. A 70B model takes about 20 minutes to load from local disk.
+    """CPU and memory of the runtime container; an intent overrides them field by field."""
     startup_seconds: StartupSeconds = 1800
+    """The startup probe's allowance: how long a model may take to load before the kubelet
+    restarts the container (a 70B model takes about 20 minutes from local disk)."""
     model_cache: ModelCache | None = None
+    """Where downloaded weights outlive the container; unset: none."""
     hf_token: SecretKeyRef | None = None
-    # Hardening the official vLLM image cannot take by default (it runs as root and writes
-    # under /root): set both for Pods that meet the "restricted" Pod Security level.
+    """``HF_TOKEN`` for the runtime, from this Secret key; InferCrane never reads it."""
     run_as_user: UserId | None = None
+    """Run non-root as this user (with ``runAsNonRoot``, ``runAsGroup`` and ``fsGroup``).
+    Hardening the official vLLM image cannot take by default (it runs as root and writes
+    under /root): set it and ``readOnlyRootFilesystem`` for Pods that meet the "restricted"
+    Pod Security level."""
     read_only_root_filesystem: Annotated[bool, Field(strict=True)] = False
-    # Opt-in beyond the InferCrane contract; unset keeps the contract's objects unchanged.
+    """A read-only root filesystem; ``/tmp`` and the home become emptyDirs."""
     shm_size: MemoryQuantity | None = None
+    """Opt-in beyond the InferCrane contract: a Memory emptyDir of this size at ``/dev/shm``
+    (vLLM tensor parallelism). Unset keeps the contract's objects unchanged."""
     tolerations: tuple[Toleration, ...] = ()
+    """Opt-in beyond the InferCrane contract: tolerations of GPU nodes' taints."""
     runtime_class_name: DnsSubdomain | None = None
+    """Opt-in beyond the InferCrane contract: the Pods' RuntimeClass (``nvidia``)."""
 
 
 class Workload(_Model):
     """A portable OCI workload: a custom runtime image with its own argv."""
 
     image: DigestImage
+    """The custom runtime's image, pinned by digest."""
     command: Annotated[Argv, Field(min_length=1)]
+    """Its argv; it may use only ``${MODEL}``, ``${MODEL_REVISION}`` (with ``modelRevision``)
+    and ``${PORT}``."""
     port: Port | None = None
+    """The port it serves on; unset: the intent's ``port``."""
     readiness_path: Annotated[str, Field(pattern=r"^/[\x21-\x7e]*$", max_length=1024)] = "/health"
+    """The HTTP path its probes ask."""
     shutdown_grace_seconds: Annotated[int, Field(strict=True, ge=0, le=3600)] = 30
-    # Where the model cache is mounted (and HF_HOME points) when one is configured.
+    """How long it may take to stop."""
     cache_path: AbsolutePath = MODEL_CACHE_PATH
-    # Unset: the worker credential arrives as INFERCRANE_WORKER_API_KEY and VLLM_API_KEY.
+    """Where the model cache is mounted (and ``HF_HOME`` points) when one is configured."""
     worker_key: WorkerKey | None = None
+    """How it receives the worker credential; unset: as ``INFERCRANE_WORKER_API_KEY`` and
+    ``VLLM_API_KEY``."""
 
 
 class ReplicaIntent(_Model):
     """One durable replica intent; its external key alone decides names and ownership."""
 
     external_key: ExternalKey
+    """The durable key (at most 253 bytes, unique in the stack, no surrounding whitespace,
+    none equal to another but for case or whitespace): names and ownership derive from it
+    alone."""
     model: Printable
+    """The model the runtime serves (``Qwen/Qwen3-8B``)."""
     model_revision: Printable | None = None
+    """An immutable revision of the model, passed as ``--revision``."""
     gpu: LabelValue
+    """The GPU product, as the node label's value, used verbatim (``NVIDIA-L40S``)."""
     runtime_args: Argv = Field(default_factory=list)
+    """More arguments for the runtime; never a credential or a ``$(VAR)`` of one."""
     port: Port = 8000
+    """The port the runtime serves on."""
     workload: Workload | None = None
+    """A portable OCI workload: a custom runtime in place of the namespace's image."""
     resources: ResourceOverrides = ResourceOverrides()
+    """Changes to the namespace's ``resources``, field by field."""
     startup_seconds: StartupSeconds | None = None
+    """Over the namespace's ``startupSeconds``."""
     model_cache: ModelCache | None = None
+    """In place of the namespace's ``modelCache``."""
 
     @property
     def effective_port(self) -> int:
@@ -218,16 +288,24 @@ class PolicySettings(_Model):
     repository, an ``--api-key`` in argv is a credential every process listing shows."""
 
     allowed_registries: tuple[Registry, ...] | None = None
+    """Registries (host, port, path prefix: ``ghcr.io/acme``) images may come from; unset:
+    any (rule ``image-registry``)."""
     gpu_products: tuple[LabelValue, ...] | None = None
+    """GPU products intents may ask for; unset: any (rule ``gpu-product``)."""
     gpu_budget: Annotated[int, Field(strict=True, ge=0)] | None = None
+    """At most this many GPUs for the whole stack; unset: no budget (rule ``gpu-budget``)."""
     denied_flags: tuple[Flag, ...] = DEFAULT_DENIED_FLAGS
-    # Flags this namespace allows although they are denied (``--trust-remote-code`` for a
-    # team that reviewed the model's code).
+    """Runtime flags no replica may carry (rule ``runtime-flags``)."""
     allowed_flags: tuple[Flag, ...] = ()
+    """Flags this namespace allows although they are denied (``--trust-remote-code`` for a
+    team that reviewed the model's code)."""
     pod_security: PodSecurityLevel = "baseline"
-    # Shell-style patterns (``Qwen/*``) a model name must match one of.
+    """The Pod Security level the Pods must meet (rule ``pod-security``)."""
     model_patterns: tuple[Printable, ...] | None = None
+    """Shell-style patterns (``Qwen/*``) a model name must match one of; unset: any (rule
+    ``model-name``)."""
     enforcement: Mapping[RuleId, Enforcement] = Field(default_factory=dict)
+    """Per rule: ``mandatory`` refuses, ``advisory`` warns, ``disabled`` skips."""
 
     @classmethod
     def judging_nothing(cls) -> PolicySettings:
@@ -241,8 +319,11 @@ class StackConfig(_Model):
     policy they must meet."""
 
     kubernetes: KubernetesSettings
+    """``infercrane:kubernetes``: where and how the intents are deployed."""
     replicas: tuple[ReplicaIntent, ...] = ()
+    """``infercrane:replicas``: the replica intents."""
     policy: PolicySettings = PolicySettings()
+    """``infercrane:policy``: what the platform team allows."""
 
 
 def effective_resources(settings: KubernetesSettings, intent: ReplicaIntent) -> Resources:

@@ -188,3 +188,25 @@ def test_every_shipped_schema_gets_a_page() -> None:
 )
 def test_a_cell_keeps_the_table_and_the_text_intact(text: str, cell: str) -> None:
     assert docsgen._cell(text) == cell
+
+
+def _undescribed(model: type[BaseModel]) -> set[str]:
+    """Every field alias of ``model`` and of the models it holds that has no description."""
+    schema: dict[str, Any] = model.model_json_schema(by_alias=True)
+    found = {name for name, prop in schema["properties"].items() if not prop.get("description")}
+    for definition in schema.get("$defs", {}).values():
+        found |= {
+            name
+            for name, prop in definition.get("properties", {}).items()
+            if not prop.get("description")
+        }
+    return found
+
+
+def test_every_config_field_is_described_on_the_configuration_page() -> None:
+    # A field's docstring is its description (intents._Model's use_attribute_docstrings): a
+    # field added without one fails here, not silently in the reference.
+    assert _undescribed(intents.StackConfig) == set()
+    page = docsgen.config_page(intents.StackConfig, keys=docsgen.CONFIG_KEYS)
+    row = next(line for line in page.splitlines() if line.startswith("| `imageDigest` |"))
+    assert row.split(" | ")[-1].startswith("The runtime image, pinned by digest")
