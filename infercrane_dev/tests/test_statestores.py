@@ -60,3 +60,25 @@ def test_s3_server_serves_its_bucket_on_loopback_and_leaves_nothing() -> None:
         assert server.secret_key not in server.url and server.secret_key not in repr(server)
     assert not is_alive(pid)
     assert not directory.exists()
+
+
+def test_s3_server_keeps_the_lock_prefix_that_runs_of_several_stacks_share() -> None:
+    """versitygw removes the directories a delete leaves empty, and a put creating one of them
+    at that moment answers 409: the prefix every stack's lock directory sits in stays."""
+    try:
+        find_binary("versitygw")
+    except BinaryNotFoundError as missing:
+        if os.environ.get("INFERCRANE_REQUIRE_TOOLS") == "1":
+            pytest.fail(str(missing))
+        pytest.skip(f"{missing}; run `make tools`")
+    with s3.running() as server:
+        bucket = server.root / s3.BUCKET
+        for prefix in (s3.KEPT_PREFIX, "elsewhere/"):
+            lock = f"{prefix}some-stack/a-lock.json"
+            assert server.request("PUT", lock) == 200
+            assert (bucket / lock).is_file()
+            assert server.request("DELETE", lock) == 204
+        # The stack's emptied directory goes in both; above it, only the kept prefix stays.
+        assert not (bucket / s3.KEPT_PREFIX / "some-stack").exists()
+        assert (bucket / s3.KEPT_PREFIX).is_dir()
+        assert not (bucket / "elsewhere").exists()
