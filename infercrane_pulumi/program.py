@@ -194,9 +194,9 @@ def main(environ: Mapping[str, str] = os.environ) -> None:
 
 
 def unforced(environ: Mapping[str, str]) -> None:
-    """Refuse an environment that makes the provider plugin force its applies over other field
-    managers: a person's ``pulumi up`` runs the plugin in its own environment (the drivers start
-    it without the variable: ``automation.engine.process``)."""
+    """Refuse an environment that turns off the provider plugin's refusal of field conflicts
+    with other managers: a person's ``pulumi up`` runs the plugin in its own environment (the
+    drivers start it without the variable: ``automation.engine.process``)."""
     if environ.get(PATCH_FORCE) == "true":
         raise ConfigError(
             f"{PATCH_FORCE}=true makes pulumi-kubernetes force its applies over other field "
