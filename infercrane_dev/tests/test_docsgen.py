@@ -120,13 +120,16 @@ def test_every_real_command_has_a_section(command: str) -> None:
     assert f"\n## {command}\n" in docsgen.cli_page(cli.COMMANDS)
 
 
+def _properties(model: type[BaseModel]) -> list[tuple[str, dict[str, Any]]]:
+    """Every field of ``model`` and of every model it holds: its alias and its JSON schema."""
+    schema: dict[str, Any] = model.model_json_schema(by_alias=True)
+    definitions = [schema, *schema.get("$defs", {}).values()]
+    return [item for each in definitions for item in each.get("properties", {}).items()]
+
+
 def _all_fields(model: type[BaseModel]) -> set[str]:
     """Every field alias of ``model`` and of every model it holds."""
-    schema: dict[str, Any] = model.model_json_schema(by_alias=True)
-    found = set(schema["properties"])
-    for definition in schema.get("$defs", {}).values():
-        found |= set(definition.get("properties", {}))
-    return found
+    return {name for name, _ in _properties(model)}
 
 
 def test_every_real_config_field_and_stack_key_is_on_the_configuration_page() -> None:
@@ -192,15 +195,7 @@ def test_a_cell_keeps_the_table_and_the_text_intact(text: str, cell: str) -> Non
 
 def _undescribed(model: type[BaseModel]) -> set[str]:
     """Every field alias of ``model`` and of the models it holds that has no description."""
-    schema: dict[str, Any] = model.model_json_schema(by_alias=True)
-    found = {name for name, prop in schema["properties"].items() if not prop.get("description")}
-    for definition in schema.get("$defs", {}).values():
-        found |= {
-            name
-            for name, prop in definition.get("properties", {}).items()
-            if not prop.get("description")
-        }
-    return found
+    return {name for name, prop in _properties(model) if not prop.get("description")}
 
 
 def test_every_config_field_is_described_on_the_configuration_page() -> None:

@@ -42,13 +42,18 @@ def test_postgres_initdb_per_server_password_auth_loopback_only_and_nothing_left
     assert not server.directory.exists()
 
 
-def test_s3_server_serves_its_bucket_on_loopback_and_leaves_nothing() -> None:
+def _require_versitygw() -> None:
+    """Skip, saying why, where versitygw is not built; fail instead in CI."""
     try:
         find_binary("versitygw")
     except BinaryNotFoundError as missing:
         if os.environ.get("INFERCRANE_REQUIRE_TOOLS") == "1":
             pytest.fail(str(missing))
         pytest.skip(f"{missing}; run `make tools`")
+
+
+def test_s3_server_serves_its_bucket_on_loopback_and_leaves_nothing() -> None:
+    _require_versitygw()
     with s3.running() as server:
         assert server.process is not None
         pid, directory = server.process.pid, Path(server.directory)
@@ -65,12 +70,7 @@ def test_s3_server_serves_its_bucket_on_loopback_and_leaves_nothing() -> None:
 def test_s3_server_keeps_the_lock_prefix_that_runs_of_several_stacks_share() -> None:
     """versitygw removes the directories a delete leaves empty, and a put creating one of them
     at that moment answers 409: the prefix every stack's lock directory sits in stays."""
-    try:
-        find_binary("versitygw")
-    except BinaryNotFoundError as missing:
-        if os.environ.get("INFERCRANE_REQUIRE_TOOLS") == "1":
-            pytest.fail(str(missing))
-        pytest.skip(f"{missing}; run `make tools`")
+    _require_versitygw()
     with s3.running() as server:
         bucket = server.root / s3.BUCKET
         for prefix in (s3.KEPT_PREFIX, "elsewhere/"):
