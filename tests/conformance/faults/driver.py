@@ -61,7 +61,6 @@ WAITING_MARK = "waiting-for-the-stack"
 # Left in a driver's TMPDIR when it holds its run (``hold``), saying where.
 HELD_MARK = "held"
 APPLIED = "applied "  # an after-apply hold's mark: this, then the object's kind/name
-DRIVER_NICENESS = 10  # below the test's priority (``Driver``)
 PassOn = Callable[[Mapping[str, Any], Any], dict[str, Any]]
 AsApplied = Callable[[Any, Any], Any]
 DeleteAll = Callable[[Any, Any, Sequence[Any]], None]
@@ -189,19 +188,8 @@ class Driver(Replica):
         self.tmp = own / "tmp"  # where its runs' private directories and event logs are
         self.tmp.mkdir(mode=0o700)
         self.stderr = (own / "stderr").open("w")
-        # Niced: a chased point (``kill_at``) is read from the log the engine writes; on a busy
-        # machine the test, not the run it watches, gets the CPU first, so the kill follows the
-        # point closely (without it, a run of about a second was seen ending first).
         self.process = subprocess.Popen(
-            [
-                "nice",
-                "-n",
-                str(DRIVER_NICENESS),
-                sys.executable,
-                "-m",
-                __name__,
-                str(own / "spec.json"),
-            ],
+            [sys.executable, "-m", __name__, str(own / "spec.json")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
