@@ -12,10 +12,11 @@ per N, no floor, not written to ``benchmarks/results``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from pulumi import automation as auto
@@ -46,26 +47,38 @@ def _marks(events: Sequence[tuple[float, auto.EngineEvent]]) -> tuple[float, flo
     return steps[0], steps[-1], summary, sum(stepped.resource_changes.values())
 
 
-def profile(bench: Workbench, n: int) -> Phases:
-    events: list[tuple[float, auto.EngineEvent]] = []
-    name = f"phases-{n}"
+@contextlib.contextmanager
+def stack_of(
+    bench: Workbench, n: int, name: str, on_event: Callable[[auto.EngineEvent], None] | None = None
+) -> Iterator[NamespaceStack]:
+    """A stack of N intents, applied untimed, destroyed afterwards."""
     stack = NamespaceStack(
         bench.namespace(name),
         bench.env,
         bench.workspace(name),
         stack_name=name,
-        on_event=lambda event: events.append((time.monotonic(), event)),
+        on_event=on_event,
     )
-    desired = scenario.intents(n)
-    stack.ensure(desired)
-    events.clear()
-    began = time.monotonic()
-    result = stack.ensure([*desired, scenario.extra_intent(n)])
-    ended = time.monotonic()
+    stack.ensure(scenario.intents(n))
+    yield stack
+    stack.destroy()
+
+
+def add_one(stack: NamespaceStack, n: int) -> None:
+    """The step measured: one intent added to a stack of N."""
+    result = stack.ensure([*scenario.intents(n), scenario.extra_intent(n)])
     if result.summary.add != 1 or result.summary.same != n:
         raise scenario.UnexpectedResultError(f"N={n} add 1: {result.summary}")
-    first, last, summary, registered = _marks(events)
-    stack.destroy()
+
+
+def profile(bench: Workbench, n: int) -> Phases:
+    events: list[tuple[float, auto.EngineEvent]] = []
+    with stack_of(bench, n, f"phases-{n}", lambda e: events.append((time.monotonic(), e))) as stack:
+        events.clear()
+        began = time.monotonic()
+        add_one(stack, n)
+        ended = time.monotonic()
+        first, last, summary, registered = _marks(events)  # before the destroy's events
     return Phases(
         n=n,
         resources_registered=registered,
