@@ -37,8 +37,12 @@ ROOT = str(machine.REPO) + "/"  # paths printed from the repository's root
 
 
 class EveryThread:
-    """One ``cProfile.Profile`` for the calling thread and one for each thread started while
-    profiling (cProfile follows only the thread that enabled it)."""
+    """Every thread's calls while ``running``. Before Python 3.12 a ``cProfile.Profile``
+    follows only the thread that enabled it, so each thread started meanwhile enables one of its
+    own; from 3.12 cProfile sits on ``sys.monitoring``, which reports every thread's calls to the
+    one profiler enabled (and refuses a second)."""
+
+    PER_THREAD = sys.version_info < (3, 12)
 
     def __init__(self) -> None:
         self.profiles: list[cProfile.Profile] = []
@@ -57,12 +61,14 @@ class EveryThread:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
-        threading.setprofile(self._on_thread_start)
+        if self.PER_THREAD:
+            threading.setprofile(self._on_thread_start)
         self._enable()
         try:
             yield
         finally:
-            threading.setprofile(None)
+            if self.PER_THREAD:
+                threading.setprofile(None)
             self.profiles[0].disable()
 
     def stats(self) -> pstats.Stats:
