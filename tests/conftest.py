@@ -38,14 +38,8 @@ def stand_in_cli(script: Path) -> Path:
 HOSTILE_VARIABLES = {"PULUMI_K8S_ENABLE_PATCH_FORCE": "true"}
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def pytest_configure() -> None:
     os.environ.update(HOSTILE_VARIABLES)
-    # Beside pyproject's markers: the newest CLI's cases (tests/conformance/harness.py).
-    config.addinivalue_line(
-        "markers",
-        "newest_cli: runs on the newest Pulumi CLI, whose toolchain family make test builds in "
-        "the background (hack/test.sh)",
-    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
