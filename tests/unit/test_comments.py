@@ -14,6 +14,7 @@ from infercrane_pulumi.review import comments
 from infercrane_pulumi.review.changes import (
     Drift,
     KeyChange,
+    Left,
     ObjectChange,
     PolicyFinding,
     Rename,
@@ -52,6 +53,7 @@ STACK = StackChanges(
         Drift("kept", "Service", "obj-kept", (), gone=True),
         Drift("edited", "Deployment", "obj-edited", ("spec",), gone=False),
     ),
+    left=(Left("stray", "Deployment", "obj-stray", "not named"),),
     notes=("A note.",),
     policy=(
         PolicyFinding(Finding("model-name", "advisory", "new", "new: model x matches none of y")),
@@ -232,6 +234,14 @@ def test_the_json_follows_the_shipped_schema_whole() -> None:
                     "fields": ["spec"],
                     "gone": False,
                 },
+            ],
+            "left": [
+                {
+                    "externalKey": "stray",
+                    "kind": "Deployment",
+                    "name": "obj-stray",
+                    "reason": "not named",
+                }
             ],
             "notes": ["A note."],
             "verifiedUnchanged": False,
