@@ -73,6 +73,7 @@ def _result(result: StackResult) -> dict[str, Any]:
         "ok": True,
         "verified": result.verified_unchanged,
         "changes": {r.external_key: r.change for r in result.replicas},
+        "left": sorted({o.external_key for o in result.left}),
     }
 
 
@@ -92,8 +93,8 @@ def _export(stack: NamespaceStack) -> dict[str, Any]:
 
 
 def answer(call: Mapping[str, Any], stack: Callable[[str], NamespaceStack]) -> dict[str, Any]:
-    """The replica's answer, with ``apply``, ``destroy`` and ``export``."""
-    if call["op"] not in ("apply", "destroy", "export"):
+    """The replica's answer, with ``apply``, ``remove``, ``destroy`` and ``export``."""
+    if call["op"] not in ("apply", "remove", "destroy", "export"):
         return _pass_on(call, stack)
     chosen = stack(call["namespace"])
     chosen.wait_seconds = call.get("wait", 0.0)
@@ -103,6 +104,8 @@ def answer(call: Mapping[str, Any], stack: Callable[[str], NamespaceStack]) -> d
             return _export(chosen)
         if call["op"] == "destroy":
             return _result(chosen.destroy())
+        if call["op"] == "remove":
+            return _result(chosen.remove(call["key"]))
         intents = [ReplicaIntent.model_validate(entry) for entry in call["intents"]]
         return _result(chosen.ensure(intents))
     except InferCraneError as error:
