@@ -199,7 +199,7 @@ def _settled(stack: auto.Stack, found: Applied) -> None:
     """Refuse a state whose replicas are not all recorded by its outputs (``found``): read as
     the CLI exports it, the public form of every backend."""
     with pulumi_errors(stack.name):
-        deployment = stack.export_stack().deployment
+        deployment = stack.export_stack().deployment or {}  # a new stack exports none
     held = engine.state_components(deployment, naming.REPLICA_TYPE)
     if held is None:
         raise DamagedStateError(

@@ -228,7 +228,7 @@ def test_a_persons_destroy_deletes_every_object_of_the_stack_or_refuses_changing
     (``--run-program``) each key's objects are deleted by uid, and no Pod of theirs is left."""
     keys = ["dh-a", "dh-b"]
     harness.configure([replica(key) for key in keys])
-    by_hand(harness, tmp_path, on_event=lambda event: None)  # a person's `pulumi up`
+    harness.up()  # as the tutorial applies it (the run path the CLI's `up` takes)
     applied = {kind.kind: {key: uid(harness, kind, key) for key in keys} for kind in KINDS}
     assert all(found for of_kind in applied.values() for found in of_kind.values()), applied
     theirs = look_alike(admin_client, kinds.DEPLOYMENT, harness.namespace, "dh-other")
