@@ -113,7 +113,10 @@ def test_any_diy_backend_url_passes_through_and_then_no_local_lock_is_read(
     tmp_path: Path,
 ) -> None:
     env = automation.PulumiEnvironment.for_backend(
-        "s3://infercrane-state?region=eu-west-1", pulumi_home=tmp_path, passphrase="p"
+        "s3://infercrane-state?region=eu-west-1",
+        lease_url="postgres://u@db/leases",  # the proof it runs a stack alone (no lock read)
+        pulumi_home=tmp_path,
+        passphrase="p",
     )
     assert env.variables()["PULUMI_BACKEND_URL"] == "s3://infercrane-state?region=eu-west-1"
     assert env.local_state is None
