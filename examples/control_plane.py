@@ -5,6 +5,9 @@ Run it against a namespace bootstrapped from deploy/kubernetes (e.g. a kept demo
     KUBECONFIG=... INFERCRANE_CONTEXT=infercrane-provider INFERCRANE_NAMESPACE=team-a \
     PULUMI_BACKEND_URL=file:///var/lib/infercrane/state PULUMI_CONFIG_PASSPHRASE=... \
     INFERCRANE_TOOLS_BIN=$(hack/tools/build.sh --bin-dir) python -m examples.control_plane
+
+Any DIY backend: ``file://``, ``postgres://`` (its own database holds the stack leases), or
+another shared one (``s3://`` ...) with ``INFERCRANE_LEASE_URL`` naming the PostgreSQL for them.
 """
 
 from __future__ import annotations
@@ -13,21 +16,24 @@ import os
 import sys
 from pathlib import Path
 
-from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment, ensure_many
+from infercrane_pulumi.automation import (
+    EnvironmentFlags,
+    NamespaceStack,
+    ensure_many,
+    resolve_environment,
+)
 from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 
 
 def main() -> int:
-    env = PulumiEnvironment.for_backend(
-        os.environ["PULUMI_BACKEND_URL"],  # file://..., s3://..., postgres://...: any DIY backend
-        pulumi_home=Path(os.environ.get("PULUMI_HOME", Path.home() / ".pulumi")),
-        passphrase=os.environ["PULUMI_CONFIG_PASSPHRASE"],
-        bin_dir=Path(os.environ["INFERCRANE_TOOLS_BIN"])
-        if "INFERCRANE_TOOLS_BIN" in os.environ
-        else None,
-        kubeconfig=Path(os.environ["KUBECONFIG"]),
-    )
+    try:
+        # The command line's own resolution of the documented variables (the backend, its
+        # lease database, the passphrase, the tools, the kubeconfig); one line if one is wrong.
+        env = resolve_environment(EnvironmentFlags(), os.environ)
+    except InferCraneError as error:
+        print(f"{error.code}: {error}", file=sys.stderr)
+        return 2
     settings = KubernetesSettings(
         context=os.environ["INFERCRANE_CONTEXT"],
         namespace=os.environ["INFERCRANE_NAMESPACE"],

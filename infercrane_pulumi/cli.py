@@ -209,8 +209,8 @@ def _backend(command: argparse.ArgumentParser) -> None:
         ("--backend-url", "default: $PULUMI_BACKEND_URL (a password in it: prefer $PGPASSWORD)"),
         (
             "--lease-url",
-            "PostgreSQL for stack leases of a non-postgres shared backend; "
-            "default: $INFERCRANE_LEASE_URL",
+            "PostgreSQL for stack leases, required by a backend other than file:// "
+            "or postgres://; default: $INFERCRANE_LEASE_URL",
         ),
         ("--passphrase-file", "default: $PULUMI_CONFIG_PASSPHRASE_FILE"),
         ("--pulumi-home", "default: $PULUMI_HOME, else ~/.pulumi"),

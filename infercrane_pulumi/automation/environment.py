@@ -1,9 +1,11 @@
 """Where a Pulumi run keeps its state, plugins and binaries; nothing comes from the shell.
 
 Any DIY backend URL passes through (``file://`` by default, ``s3://``, ``postgres://``, ...).
-A ``postgres://`` backend is also where its stacks' leases live (``leases``); another shared
-backend may name a PostgreSQL database for them. Passwords never stay in a URL: the engine reads
-them from the variables its backend driver knows (``backends``).
+A ``postgres://`` backend is also where its stacks' leases live (``leases``); any other backend
+but a local directory must name a PostgreSQL database for them, because a run counts itself
+alone only on proof: the stack's locks it reads (``engine.locks``: only a local directory's can
+be read here) or the stack's lease. Passwords never stay in a URL: the engine reads them from
+the variables its backend driver knows (``backends``).
 ``resolve_environment`` is the one place where flags and the documented environment variables
 become a ``PulumiEnvironment`` (the command line's resolution).
 """
@@ -36,7 +38,8 @@ class PulumiEnvironment:
     # What the backend's driver reads from the environment: PGPASSWORD, S3 keys.
     backend_variables: Mapping[str, str] = field(default_factory=dict, repr=False)
     # Where stack leases live: a postgres backend's own database, or one given for another
-    # shared backend. None (the file backend): no lease; host-local recovery (``recovery``).
+    # shared backend (required: see ``__post_init__``). None (only the file backend): no
+    # lease; its locks are read here, and recovery is host-local (``recovery``).
     lease_database: backends.Database | None = None
     # The engine rewrites the whole state after every step unless told not to: O(N^2) bytes
     # per run (at 100 intents, first up 3.3x and destroy 2.2x slower). Skipping them keeps
@@ -51,6 +54,15 @@ class PulumiEnvironment:
             raise ValueError("give exactly one of state_dir (file backend) and backend_url")
         if self.backend_url is not None and self.backend_url != backends.redact(self.backend_url):
             raise ValueError("backend_url holds a password: use PulumiEnvironment.for_backend")
+        # Without its locks in sight, a run would count itself alone while another replica
+        # changes the stack: a verified no-op would answer for it, a destroy delete before the
+        # engine takes its lock. Every way of building an environment comes through here.
+        if self.local_state is None and self.lease_database is None:
+            raise ConfigError(
+                f"backend {self.backend}: its stack locks cannot be read from this process, so "
+                "a run could not prove it holds a stack alone; give a PostgreSQL database for "
+                "stack leases (lease_url=, --lease-url or $INFERCRANE_LEASE_URL)"
+            )
 
     @classmethod
     def for_backend(
@@ -58,7 +70,8 @@ class PulumiEnvironment:
     ) -> PulumiEnvironment:
         """The environment for a backend URL; ``file://`` URLs keep their directory local. A
         ``postgres://`` URL's password moves to ``PGPASSWORD``, and its database holds the
-        stacks' leases unless ``lease_url`` names another (as it must for ``s3://``)."""
+        stacks' leases unless ``lease_url`` names another, as it must for any other backend
+        but a local directory (``ConfigError`` otherwise)."""
         parsed = urlparse(url)
         lease = None if lease_url is None else backends.database(lease_url)
         if parsed.scheme == "file":

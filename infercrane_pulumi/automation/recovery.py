@@ -1,32 +1,80 @@
 """Recovery from a run that died: safe because every object is re-applied idempotently.
 
-Only when a lock of this stack belongs to a process that is gone from this host, and no live
-operation holds the stack, is the lock cancelled and the interrupted operations cleared; the
-next run then re-applies under names derived from durable keys, so nothing is duplicated. A
-lock held from another machine is never broken here: that stack is reported busy instead,
-unless the backend has stack leases (``leases``): under the stack's lease any lock is stale,
-and ``run`` breaks it with ``break_locks``.
+A lock is broken only on proof that its holder is gone, and the proof decides how:
+
+- The file backend (``recover``, before every attempt without a lease): a lock whose process
+  is gone from this host (``engine.locks``). Only when every lock of the stack is such, exactly
+  the lock files read are deleted, under a lock of our own in the CLI's layout: while it is
+  there, a CLI that wants the stack finds it locked and backs off, so nobody writes the state
+  while its interrupted operations are cleared. A lock taken after our look (another driver
+  that recovered first and runs now) is never deleted, and then the state is its holder's and
+  left alone. ``pulumi cancel`` is no tool for this: it deletes every lock of the stack,
+  including one taken after the look. A lock held from another machine is never broken:
+  that stack is busy.
+- Under the stack's lease (``break_locks``, shared backends: ``run``): holding the lease proves
+  that no live replica holds the stack, once the lease's fence has passed, so every lock there
+  is stale. Those locks live in the backend and cannot be read one by one here, so the CLI
+  cancels them all; nobody that takes the lease can race the export and import that clear the
+  interrupted operations. A writer that takes no lease (a person's ``pulumi up`` on the same
+  backend) is outside this proof (docs/explanation/failure-model.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from pulumi import automation as auto
 
-from infercrane_pulumi.automation.engine import stack_locks
+from infercrane_pulumi.automation import engine, project
 from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.errors import BackendUnavailableError
 
 
-def recover(stack: auto.Stack, env: PulumiEnvironment) -> list[str]:
-    """Undo what a dead run left behind; returns what was done, for the caller's log."""
-    locks = stack_locks(env.local_state, stack.name)
-    if not locks or not all(lock.stale for lock in locks):
+def recover(env: PulumiEnvironment, stack_name: str) -> list[str]:
+    """Undo what a dead run left behind on the file backend; returns what was done, for the
+    caller's log."""
+    state_dir = env.local_state
+    read = engine.stack_locks(state_dir, stack_name)
+    if state_dir is None or not read or not all(lock.stale for lock in read):
         return []
-    return break_locks(stack, f"{len(locks)} stale lock(s) of dead process(es)")
+    return break_stale(state_dir, stack_name, read)
+
+
+def break_stale(state_dir: Path, stack_name: str, stale: Sequence[engine.Lock]) -> list[str]:
+    """Delete exactly the ``stale`` locks (read, and found stale, by the caller) under a lock of
+    our own, then clear the interrupted operations if no other holder came meanwhile."""
+    try:
+        with engine.own_lock(state_dir, stack_name) as ours:
+            for lock in stale:
+                engine.remove_lock(lock)
+            done = [f"broke {len(stale)} stale lock(s) of dead process(es)"]
+            # Read after ours was in place: a CLI that looked before then saw the stale locks
+            # and backed off, and any lock written since then is its holder's.
+            taken = [
+                lock for lock in engine.stack_locks(state_dir, stack_name) if lock.path != ours
+            ]
+            if taken:
+                return [*done, f"left the state to {taken[0].holder}, which took the stack since"]
+            cleared = engine.clear_pending_operations(state_dir, project.PROJECT_NAME, stack_name)
+    except OSError as error:
+        raise BackendUnavailableError(
+            f"stack {stack_name}: could not change its lock files or state in {state_dir} "
+            f"({error.strerror})"
+        ) from error
+    if cleared is None:
+        return [
+            *done,
+            "left any interrupted operations: a checkpoint form this reader does not know",
+        ]
+    if cleared:
+        done.append(f"cleared {cleared} interrupted operation(s); the next run re-applies")
+    return done
 
 
 def break_locks(stack: auto.Stack, which: str) -> list[str]:
-    """Cancel the stack's locks (``which``: why they are known stale) and clear the
-    interrupted operations; only for locks no live operation holds."""
+    """Cancel every lock of the stack (``which``: why they are known stale) and clear the
+    interrupted operations; only under the stack's lease, after its fence (see above)."""
     stack.cancel()
     done = [f"cancelled {which}"]
     exported = stack.export_stack()

@@ -223,8 +223,7 @@ def _engine(
         if lease is None:
             # Before every attempt: a holder that died while we waited left its lock, which
             # ``wait_until_free`` counts as free but the CLI still refuses.
-            with stacks.pulumi_errors(stack.name):
-                recover(stack, env)
+            recover(env, stack.name)
             stacks.wait_until_free(env, stack.name, max(0.0, deadline - time.monotonic()))
         else:
             lease.check()

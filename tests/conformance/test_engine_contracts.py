@@ -5,7 +5,9 @@ builds here, and the newest it serves, 3.276.0).
 Only here, through the public doors (``NamespaceStack``, the stack file's run, the JSON CLI,
 ``stack_locks``): a verified no-op read from the checkpoint file the CLI wrote, with no CLI
 process at all; a stack held by a live ``pulumi`` found in the lock file it wrote (busy, and
-retryable) and the lock a SIGKILLed one left recovered; a run whose driver is interrupted or
+retryable) and the lock a SIGKILLed one left recovered, under recovery's own lock, which the
+CLI respects, leaving a lock taken after its look and clearing the checkpoint's interrupted
+operations as the CLI then reads them; a run whose driver is interrupted or
 terminated ends with its engine, and the next run goes on. The others run on both CLIs where
 they are tested already (``ENGINE_CLIS`` there): the served program with its events per key
 (``test_control_plane``), the JSON CLI's progress lines in the engine's order
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import shlex
 import signal
@@ -31,7 +34,8 @@ from pulumi import automation as auto
 
 from infercrane_dev.localcluster.processes import descendants, is_alive
 from infercrane_pulumi import kinds, naming
-from infercrane_pulumi.automation import stack_locks
+from infercrane_pulumi.automation import project, recovery, stack_locks
+from infercrane_pulumi.automation.engine import Lock, own_lock
 from infercrane_pulumi.errors import StackBusyError
 from tests.conformance.harness import ENGINE_CLIS, Harness, intent, replica, show, wait_for
 from tests.conformance.test_cli_and_faults import cli, finished
@@ -41,6 +45,7 @@ pytestmark = pytest.mark.conformance
 # What a call of the CLI is for: its first two words that are not flags.
 ENGINE_OPERATIONS = {"up", "preview", "destroy", "refresh"}
 STATE_READS = {("stack", "output"), ("stack", "export")}
+DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"  # its resource type in the state
 
 
 def recording_cli(bin_dir: Path, directory: Path) -> tuple[Path, Path]:
@@ -98,32 +103,7 @@ def test_a_stack_a_live_cli_holds_is_busy_and_the_lock_of_a_killed_one_is_recove
 ) -> None:
     harness.configure([replica("held-a")])
     harness.stack()  # created, as a person's `pulumi stack init` would
-    holder_project = harness.by_hand_project(tmp_path / "holder")
-    # A person's `pulumi up` whose program never finishes: its CLI holds the stack's lock.
-    (holder_project / "__main__.py").write_text("import time\n\ntime.sleep(600)\n")
-    holder = subprocess.Popen(
-        [
-            "pulumi",
-            "up",
-            "--yes",
-            "--skip-preview",
-            "--non-interactive",
-            "--stack",
-            harness.stack_name,
-        ],
-        cwd=holder_project,
-        env=harness.process_env() | harness.env.variables(),
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        # Where the run path looks for locks, naming the CLI's own process.
-        [lock] = wait_for(
-            lambda: stack_locks(harness.env.state_dir, harness.stack_name),
-            timeout=120,
-            what="the live CLI's lock file where the run path looks for it",
-        )
+    with held_by_a_person(harness, tmp_path / "holder") as (holder, lock):
         assert (lock.pid, lock.stale) == (holder.pid, False)
         with pytest.raises(StackBusyError) as busy:
             harness.up()
@@ -137,15 +117,130 @@ def test_a_stack_a_live_cli_holds_is_busy_and_the_lock_of_a_killed_one_is_recove
         refused = by_hand(harness, tmp_path, "up", "--yes", on_event=lambda _: None, check=False)
         said = auto.CommandResult(refused.stdout, refused.stderr, refused.returncode)
         assert isinstance(auto.errors.create_command_error(said), auto.errors.ConcurrentUpdateError)
-    finally:
-        os.killpg(holder.pid, signal.SIGKILL)
-        holder.wait(timeout=30)
     # Left behind by a CLI that cannot release it any more: the retry breaks it and goes on.
     assert [left.stale for left in stack_locks(harness.env.state_dir, harness.stack_name)] == [True]
     result = harness.up()
     assert [(r.external_key, r.change) for r in result.replicas] == [("held-a", "create")]
     assert stack_locks(harness.env.state_dir, harness.stack_name) == []
     harness.destroy()
+
+
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
+def test_a_stale_lock_is_broken_alone_under_a_lock_the_cli_respects_and_the_stack_runs_after(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Rows 9 and 10 written: recovery's own lock keeps a CLI off the stack; it deletes exactly
+    the stale lock it read, never one a live process took after that look (``pulumi cancel``
+    deleted both); the interrupted operations it clears from the checkpoint are gone for the
+    CLI too; and the stack runs after."""
+    state_dir = harness.env.state_dir
+    assert state_dir is not None
+    harness.configure([replica("broken-a")])
+    harness.up()
+    # An operation interrupted mid-step, as a CLI stopped by a signal records it (written into
+    # the checkpoint here: `pulumi stack import` drops interrupted operations), which the CLI
+    # reads.
+    checkpoint = state_dir / ".pulumi" / "stacks" / project.PROJECT_NAME / harness.stack_name
+    checkpoint = checkpoint.with_suffix(".json")
+    content = json.loads(checkpoint.read_text())
+    deployment = content["checkpoint"]["latest"]
+    [created] = [r for r in deployment["resources"] if r["type"] == DEPLOYMENT_TYPE]
+    deployment["pending_operations"] = [{"resource": created, "type": "creating"}]
+    checkpoint.write_text(json.dumps(content))
+    before = harness.stack().export_stack().deployment or {}
+    assert [op["type"] for op in before["pending_operations"]] == ["creating"]
+
+    # Recovery's own lock, alone on the stack, keeps a person's CLI off it, naming us.
+    with own_lock(state_dir, harness.stack_name):
+        refused = by_hand(harness, tmp_path, "up", "--yes", on_event=lambda _: None, check=False)
+    said = auto.CommandResult(refused.stdout, refused.stderr, refused.returncode)
+    assert isinstance(auto.errors.create_command_error(said), auto.errors.ConcurrentUpdateError)
+    assert f"(pid {os.getpid()})" in refused.stderr
+
+    with held_by_a_person(harness, tmp_path / "dead") as (_, dead):
+        pass  # SIGKILLed: its lock stays
+    read = stack_locks(state_dir, harness.stack_name)  # recovery's look
+    assert [(lock.path, lock.stale) for lock in read] == [(dead.path, True)]
+
+    # A live process takes the stack after the look. Its CLI refuses while any lock is there,
+    # so the stale one is set aside for that moment and put back.
+    beside = [dead.path, dead.path.with_name(dead.path.name + ".attrs")]
+    assert all(path.exists() for path in beside)  # the blob driver's attributes too
+    for path in beside:
+        path.rename(tmp_path / path.name)
+    with held_by_a_person(harness, tmp_path / "live") as (live, taken):
+        for path in beside:
+            (tmp_path / path.name).rename(path)
+        done = recovery.break_stale(state_dir, harness.stack_name, read)
+        assert done == [
+            "broke 1 stale lock(s) of dead process(es)",
+            f"left the state to process {live.pid} on {socket.gethostname()}, which took the "
+            "stack since",
+        ]
+        assert stack_locks(state_dir, harness.stack_name) == [taken]
+        assert live.poll() is None
+        assert not any(path.exists() for path in beside)
+    # Its holder killed too, the next run breaks that lock alone and clears the operation.
+    [left] = stack_locks(state_dir, harness.stack_name)
+    assert (left.path, left.stale) == (taken.path, True)
+    assert recovery.recover(harness.env, harness.stack_name) == [
+        "broke 1 stale lock(s) of dead process(es)",
+        "cleared 1 interrupted operation(s); the next run re-applies",
+    ]
+    # The CLI reads the checkpoint as recovery left it.
+    after = harness.stack().export_stack().deployment or {}
+    assert after.get("pending_operations") in (None, [])
+    assert [r["urn"] for r in after["resources"]] == [r["urn"] for r in deployment["resources"]]
+    harness.configure([replica("broken-a"), replica("broken-b")])
+    result = harness.up()
+    assert [(r.external_key, r.change) for r in result.replicas] == [
+        ("broken-a", "same"),
+        ("broken-b", "create"),
+    ]
+    assert stack_locks(state_dir, harness.stack_name) == []
+    harness.destroy()
+
+
+@contextlib.contextmanager
+def held_by_a_person(
+    harness: Harness, directory: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], Lock]]:
+    """A person's ``pulumi up`` whose program never finishes, holding the stack's lock: its
+    process and its lock, read where the run path looks, once its program runs (the CLI took
+    the lock for good: it looks for other locks only before). SIGKILLed with its process group
+    at the end, so that its lock stays, as a dead run's does."""
+    project_dir = harness.by_hand_project(directory)
+    running = directory / "running"
+    (project_dir / "__main__.py").write_text(
+        f"import pathlib, time\n\npathlib.Path({str(running)!r}).touch()\ntime.sleep(600)\n"
+    )
+    holder = subprocess.Popen(
+        [
+            "pulumi",
+            "up",
+            "--yes",
+            "--skip-preview",
+            "--non-interactive",
+            "--stack",
+            harness.stack_name,
+        ],
+        cwd=project_dir,
+        env=harness.process_env() | harness.env.variables(),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(running.exists, timeout=120, what="the holder's program to run")
+        [lock] = [
+            lock
+            for lock in stack_locks(harness.env.state_dir, harness.stack_name)
+            if lock.pid == holder.pid
+        ]
+        yield holder, lock
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
 
 
 @pytest.mark.parametrize("interrupt", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

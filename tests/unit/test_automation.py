@@ -3,6 +3,7 @@ recovery, and no secret in any repr."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import socket
@@ -17,8 +18,8 @@ from pulumi.automation._cmd import CommandResult
 
 from infercrane_pulumi import automation, errors
 from infercrane_pulumi.automation import stacks
-from infercrane_pulumi.automation.engine import stack_locks
-from infercrane_pulumi.automation.recovery import recover
+from infercrane_pulumi.automation.engine import own_lock, stack_locks
+from infercrane_pulumi.automation.recovery import break_locks, break_stale, recover
 from infercrane_pulumi.automation.stacks import pulumi_errors
 from infercrane_pulumi.errors import (
     ConfigError,
@@ -113,7 +114,10 @@ def test_any_diy_backend_url_passes_through_and_then_no_local_lock_is_read(
     tmp_path: Path,
 ) -> None:
     env = automation.PulumiEnvironment.for_backend(
-        "s3://infercrane-state?region=eu-west-1", pulumi_home=tmp_path, passphrase="p"
+        "s3://infercrane-state?region=eu-west-1",
+        lease_url="postgres://u@db/leases",  # the proof it runs a stack alone (no lock read)
+        pulumi_home=tmp_path,
+        passphrase="p",
     )
     assert env.variables()["PULUMI_BACKEND_URL"] == "s3://infercrane-state?region=eu-west-1"
     assert env.local_state is None
@@ -204,8 +208,119 @@ def test_the_lock_of_a_process_that_died_but_is_not_yet_reaped_is_stale(tmp_path
         child.wait()
 
 
+PENDING = [{"type": "creating", "resource": {"urn": "urn:pulumi:t1::infercrane::x::y"}}]
+
+
+def write_checkpoint(state_dir: Path, pending: list[Any], *, suffix: str = ".json") -> Path:
+    """A file backend's checkpoint of stack t1 (with its blob attributes) holding ``pending``."""
+    path = state_dir / ".pulumi" / "stacks" / "infercrane" / f"t1{suffix}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    latest = {"manifest": {"version": "v3.274.0"}, "resources": [], "pending_operations": pending}
+    path.write_text(json.dumps({"version": 3, "checkpoint": {"stack": "t1", "latest": latest}}))
+    path.with_name(path.name + ".attrs").write_text(json.dumps({"md5": "the old bytes'"}))
+    return path
+
+
+def pending_of(checkpoint: Path) -> Any:
+    return json.loads(checkpoint.read_text())["checkpoint"]["latest"]["pending_operations"]
+
+
+def files_under(state_dir: Path) -> list[str]:
+    return sorted(str(p.relative_to(state_dir)) for p in state_dir.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize(
+    ("locks", "broken"),
+    [
+        ([], False),
+        ([("alive", os.getpid(), "here")], False),
+        ([("dead", DEAD_PID, "here"), ("alive", os.getpid(), "here")], False),
+        ([("remote", DEAD_PID, "another-machine")], False),
+        ([("dead", DEAD_PID, "here"), ("dead2", DEAD_PID, "here")], True),
+    ],
+    ids=["no-lock", "live-lock", "dead-and-live", "remote-lock", "stale-locks"],
+)
+def test_recovery_breaks_locks_and_clears_interrupted_operations_only_when_all_are_stale(
+    tmp_path: Path, locks: list[tuple[str, int, str]], broken: bool
+) -> None:
+    for name, pid, host in locks:
+        write_lock(tmp_path, name, pid, socket.gethostname() if host == "here" else host)
+    checkpoint = write_checkpoint(tmp_path, PENDING)
+    before = files_under(tmp_path)
+    env = automation.PulumiEnvironment(state_dir=tmp_path, pulumi_home=tmp_path, passphrase="p")
+    done = recover(env, "t1")
+    if not broken:
+        assert (done, files_under(tmp_path), pending_of(checkpoint)) == ([], before, PENDING)
+        return
+    assert done == [
+        "broke 2 stale lock(s) of dead process(es)",
+        "cleared 1 interrupted operation(s); the next run re-applies",
+    ]
+    assert pending_of(checkpoint) == []
+    # The locks and their attributes gone, ours too; the checkpoint's attributes described
+    # the bytes before (the blob driver serves a file without them alike).
+    assert files_under(tmp_path) == [".pulumi/stacks/infercrane/t1.json"]
+
+
+def test_a_lock_taken_after_the_staleness_check_survives_the_break_and_keeps_the_state(
+    tmp_path: Path,
+) -> None:
+    """What ``pulumi cancel`` would delete too: a holder that came between the look and the
+    break (another driver that recovered first and runs now) keeps its lock and its state."""
+    dead = write_lock(tmp_path, "dead", DEAD_PID, socket.gethostname())
+    checkpoint = write_checkpoint(tmp_path, PENDING)
+    read = stack_locks(tmp_path, "t1")
+    assert [lock.stale for lock in read] == [True]
+    alive = write_lock(tmp_path, "alive", os.getpid(), socket.gethostname())
+    done = break_stale(tmp_path, "t1", read)
+    assert done == [
+        "broke 1 stale lock(s) of dead process(es)",
+        f"left the state to process {os.getpid()} on {socket.gethostname()}, which took the "
+        "stack since",
+    ]
+    assert [lock.path for lock in stack_locks(tmp_path, "t1")] == [alive]
+    assert not dead.exists() and not dead.with_name(dead.name + ".attrs").exists()
+    assert pending_of(checkpoint) == PENDING
+
+
+def test_while_recovery_holds_the_stack_its_lock_is_one_in_the_clis_layout(
+    tmp_path: Path,
+) -> None:
+    with own_lock(tmp_path, "t1") as ours:
+        [lock] = stack_locks(tmp_path, "t1")
+        assert (lock.path, lock.pid, lock.hostname, lock.stale) == (
+            ours,
+            os.getpid(),
+            socket.gethostname(),
+            False,
+        )
+        content = json.loads(ours.read_text())
+        assert set(content) == {"pid", "username", "hostname", "timestamp"}
+        # What the CLI's Go decoder takes: RFC 3339 with a zone.
+        assert datetime.datetime.fromisoformat(content["timestamp"]).tzinfo is not None
+        assert ours.parent == tmp_path / ".pulumi" / "locks" / "organization" / "infercrane" / "t1"
+        assert files_under(tmp_path) == [str(ours.relative_to(tmp_path))]  # nothing staged left
+    assert files_under(tmp_path) == []
+
+
+def test_a_checkpoint_in_a_form_recovery_does_not_know_keeps_its_operations(
+    tmp_path: Path,
+) -> None:
+    write_lock(tmp_path, "dead", DEAD_PID, socket.gethostname())
+    write_checkpoint(tmp_path, PENDING)
+    compressed = write_checkpoint(tmp_path, PENDING, suffix=".json.gz")  # both forms: unknown
+    before = compressed.read_bytes()
+    env = automation.PulumiEnvironment(state_dir=tmp_path, pulumi_home=tmp_path, passphrase="p")
+    assert recover(env, "t1") == [
+        "broke 1 stale lock(s) of dead process(es)",
+        "left any interrupted operations: a checkpoint form this reader does not know",
+    ]
+    assert compressed.read_bytes() == before
+    assert stack_locks(tmp_path, "t1") == []
+
+
 class _RecordingStack:
-    """The parts of ``auto.Stack`` recovery touches, recording what it was asked to do."""
+    """The parts of ``auto.Stack`` a break under a lease touches, recording what it was asked."""
 
     name = "t1"
 
@@ -225,25 +340,12 @@ class _RecordingStack:
         self.deployment = dict(state.deployment or {})
 
 
-@pytest.mark.parametrize(
-    ("locks", "expected_calls"),
-    [
-        ([], []),
-        ([("alive", os.getpid(), "here")], []),
-        ([("dead", DEAD_PID, "here"), ("alive", os.getpid(), "here")], []),
-        ([("remote", DEAD_PID, "another-machine")], []),
-        ([("dead", DEAD_PID, "here")], ["cancel", "export", "import"]),
-    ],
-    ids=["no-lock", "live-lock", "dead-and-live", "remote-lock", "stale-lock"],
-)
-def test_recovery_clears_interrupted_operations_only_after_a_stale_lock(
-    tmp_path: Path, locks: list[tuple[str, int, str]], expected_calls: list[str]
+@pytest.mark.parametrize("pending", [PENDING, []], ids=["pending", "none"])
+def test_under_a_lease_every_lock_is_cancelled_and_interrupted_operations_cleared(
+    pending: list[Any],
 ) -> None:
-    for name, pid, host in locks:
-        write_lock(tmp_path, name, pid, socket.gethostname() if host == "here" else host)
-    env = automation.PulumiEnvironment(state_dir=tmp_path, pulumi_home=tmp_path, passphrase="p")
-    stack = _RecordingStack(pending=[{"type": "creating"}])
-    recover(stack, env)  # type: ignore[arg-type]
-    assert stack.calls == expected_calls
-    cleared = expected_calls != []
-    assert stack.deployment["pending_operations"] == ([] if cleared else [{"type": "creating"}])
+    stack = _RecordingStack(pending)
+    done = break_locks(stack, "the lock of a replica that no longer holds the lease")  # type: ignore[arg-type]
+    assert stack.calls == ["cancel", "export"] + (["import"] if pending else [])
+    assert stack.deployment["pending_operations"] == []
+    assert done[0] == "cancelled the lock of a replica that no longer holds the lease"

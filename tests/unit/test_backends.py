@@ -4,10 +4,16 @@ sees; malformed URLs refused in one line each; one lease key per backend and sta
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from infercrane_pulumi.automation import PulumiEnvironment, backends
+from infercrane_pulumi.automation import (
+    EnvironmentFlags,
+    PulumiEnvironment,
+    backends,
+    resolve_environment,
+)
 from infercrane_pulumi.errors import ConfigError
 
 SECRET = "s3cr:t@/x"  # characters a URL must escape
@@ -127,3 +133,88 @@ def test_other_shared_backends_take_their_lease_database_apart(tmp_path: Path) -
 def test_a_password_in_a_backend_url_given_directly_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="holds a password"):
         PulumiEnvironment(state_dir=None, backend_url=URL, pulumi_home=tmp_path, passphrase="p")
+
+
+LEASES = "postgres://infercrane:s3cr%3At%40%2Fx@db.internal:5432/leases"
+# A run counts itself alone only on proof: the locks it reads (a local directory's) or a lease.
+BLIND = (
+    "backend {}: its stack locks cannot be read from this process, so a run could not prove "
+    "it holds a stack alone; give a PostgreSQL database for stack leases (lease_url=, "
+    "--lease-url or $INFERCRANE_LEASE_URL)"
+)
+
+
+@pytest.mark.parametrize(
+    ("url", "lease_url", "refused"),
+    [
+        ("file:///var/lib/state", None, None),
+        ("file:///var/lib/state", LEASES, None),
+        (URL, None, None),  # its own database holds the leases
+        (URL, LEASES, None),
+        ("s3://state?region=eu-west-1", None, "s3://state?region=eu-west-1"),
+        ("s3://state?region=eu-west-1", LEASES, None),
+        ("gs://state", None, "gs://state"),
+        ("azblob://state", None, "azblob://state"),
+        ("azblob://state", LEASES, None),
+    ],
+)
+def test_a_backend_whose_locks_are_not_read_here_needs_a_lease(
+    tmp_path: Path, url: str, lease_url: str | None, refused: str | None
+) -> None:
+    def build() -> PulumiEnvironment:
+        return PulumiEnvironment.for_backend(
+            url, lease_url=lease_url, pulumi_home=tmp_path, passphrase="p"
+        )
+
+    if refused is None:
+        env = build()
+        assert (env.local_state is not None) or (env.lease_database is not None)
+        return
+    with pytest.raises(ConfigError) as caught:
+        build()
+    assert caught.value.problems == (BLIND.format(refused),)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("fields", "refused"),
+    [
+        ({"state_dir": Path("/var/lib/state")}, None),
+        ({"state_dir": None, "backend_url": "s3://state"}, "s3://state"),
+        ({"state_dir": None, "backend_url": "postgres://u@h/db"}, "postgres://u@h/db"),
+        # A local directory's locks are read only when it is given as one (for_backend does).
+        ({"state_dir": None, "backend_url": "file:///var/lib/state"}, "file:///var/lib/state"),
+        (
+            {
+                "state_dir": None,
+                "backend_url": "s3://state",
+                "lease_database": backends.database(LEASES),
+            },
+            None,
+        ),
+    ],
+    ids=["file", "s3", "postgres without its database", "file as a URL", "s3 with leases"],
+)
+def test_the_same_rule_holds_for_an_environment_built_directly(
+    tmp_path: Path, fields: dict[str, Any], refused: str | None
+) -> None:
+    if refused is None:
+        PulumiEnvironment(pulumi_home=tmp_path, passphrase="p", **fields)
+        return
+    with pytest.raises(ConfigError) as caught:
+        PulumiEnvironment(pulumi_home=tmp_path, passphrase="p", **fields)
+    assert caught.value.problems == (BLIND.format(refused),)
+
+
+@pytest.mark.parametrize("lease", [None, LEASES], ids=["without lease", "with lease"])
+def test_the_command_lines_resolution_takes_the_rule_too(lease: str | None) -> None:
+    environ = {"PULUMI_BACKEND_URL": "s3://state", "PULUMI_CONFIG_PASSPHRASE": "p"}
+    if lease is None:
+        with pytest.raises(ConfigError) as caught:
+            resolve_environment(EnvironmentFlags(), environ)
+        assert caught.value.problems == (BLIND.format("s3://state"),)
+        return
+    env = resolve_environment(EnvironmentFlags(), environ | {"INFERCRANE_LEASE_URL": lease})
+    assert env.lease_database == backends.database(lease)
+    # The lease database's password reaches no message of the refusal above, nor the repr.
+    assert SECRET not in repr(env)

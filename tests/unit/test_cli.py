@@ -191,6 +191,24 @@ def test_a_stack_run_without_backend_or_passphrase_is_invalid_input_naming_both(
     ]
 
 
+def test_a_backend_whose_locks_cannot_be_read_is_invalid_input_without_a_lease(
+    tmp_path: Path,
+) -> None:
+    environ = {
+        "PULUMI_BACKEND_URL": "s3://state",
+        "PULUMI_CONFIG_PASSPHRASE": "p",
+        "PULUMI_HOME": str(tmp_path),
+    }
+    code, out, err = run(["up", "--stack", "demo", "--project-dir", str(ROOT)], environ=environ)
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "up: backend s3://state: its stack locks cannot be read from this process, so a run "
+        "could not prove it holds a stack alone; give a PostgreSQL database for stack leases "
+        "(lease_url=, --lease-url or $INFERCRANE_LEASE_URL)"
+    ]
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
 # Where each command meets the outside world, and how a test breaks it there.
 EDGES: dict[str, tuple[list[str], str]] = {
     "render": (["--config", str(DEMO)], "load_stack_file"),

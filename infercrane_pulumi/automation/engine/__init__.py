@@ -34,10 +34,14 @@ happens without it:
    and ``NamespaceStack`` fails in one line; never are they put in a command line.
 9. The file backend's lock files ``.pulumi/locks/<org>/<project>/<stack>/<id>.json`` holding
    ``pid`` and ``hostname`` (``locks``). Any other file there is a lock of an unknown holder:
-   the stack is busy (retryable), never free.
+   the stack is busy (retryable), never free. Recovery writes its own lock there, which a
+   CLI must take as a holder (it writes, then refuses if it sees another lock), and deletes
+   exactly the stale ones it read. Otherwise a CLI could start while a lock is broken.
 10. The file backend's checkpoint ``.pulumi/stacks/<project>/<stack>.json``, version 3, the
     root stack's outputs (``checkpoints``). Anything else is read by the CLI
-    (``pulumi stack output``): one more process.
+    (``pulumi stack output``): one more process. Recovery empties its
+    ``pending_operations`` in place, under its lock; in another form they stay (the engine
+    warns of them and goes on).
 11. InferCrane's own Python language host and the program share
     ``INFERCRANE_PULUMI_CONFIG_FILE`` and its JSON (``config``, ``secretKeys``), defined in
     ``program.py`` and in ``hack/tools/pulumi-language-python/main.go``. Otherwise a person's
@@ -47,10 +51,11 @@ Tested: ``tests/conformance/test_engine_contracts.py`` runs every row against ea
 docs name (docs/how-to/install.md), the SDK pinned in ``constraints.txt``.
 """
 
+from infercrane_pulumi.automation.engine.checkpoints import clear_pending_operations
 from infercrane_pulumi.automation.engine.checkpoints import components as state_components
 from infercrane_pulumi.automation.engine.checkpoints import outputs as checkpoint_outputs
 from infercrane_pulumi.automation.engine.events import Tail, policy_message
-from infercrane_pulumi.automation.engine.locks import Lock, stack_locks
+from infercrane_pulumi.automation.engine.locks import Lock, own_lock, remove_lock, stack_locks
 from infercrane_pulumi.automation.engine.operation import (
     EventHandler,
     Outcome,
@@ -66,10 +71,13 @@ __all__ = [
     "Printer",
     "Tail",
     "checkpoint_outputs",
+    "clear_pending_operations",
     "cli_version",
     "inherited",
     "operate",
+    "own_lock",
     "policy_message",
+    "remove_lock",
     "set_secret",
     "stack_locks",
     "state_components",

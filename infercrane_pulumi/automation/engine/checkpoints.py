@@ -18,11 +18,19 @@ nothing.
 
 ``components`` reads a deployment as the CLI exports it (``pulumi stack export``): which
 components of one type the engine's state holds, whether or not the outputs record them.
+
+One write, for recovery only and under a lock of its own that keeps every CLI off the stack
+(``locks.own_lock``): ``clear_pending_operations`` empties the interrupted operations of a
+checkpoint it knows, written aside and renamed as the CLI writes it. The CLI itself cannot:
+every command that writes a DIY stack's state takes the stack's lock first, and refuses while
+ours is there.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -40,14 +48,60 @@ def outputs(backend_url: str | None, project: str, stack_name: str) -> dict[str,
     directory = _local_directory(backend_url)
     if directory is None:
         return None
+    read = _read(directory, project, stack_name)
+    return None if read is None else _root_outputs(read[2])
+
+
+def clear_pending_operations(state_dir: Path, project: str, stack_name: str) -> int | None:
+    """Empty the interrupted operations of the stack's checkpoint in ``state_dir``; how many
+    there were, or ``None`` when the checkpoint is not one this module knows (nothing is then
+    written). Only while holding the stack (``locks.own_lock``), with no other holder."""
+    read = _read(state_dir, project, stack_name)
+    if read is None:
+        return None
+    path, content, latest = read
+    if latest is None:
+        return 0  # a new stack: nothing ran, nothing was interrupted
+    pending = latest.get("pending_operations") or []
+    if not isinstance(pending, list):
+        return None
+    if not pending:
+        return 0
+    latest["pending_operations"] = []
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, prefix=f".{path.name}.", delete=False, encoding="utf-8"
+    ) as staged:
+        json.dump(content, staged, indent=4)
+    os.chmod(staged.name, path.stat().st_mode)  # as readable as the CLI left it
+    # The blob driver's attributes describe the bytes it wrote (their MD5); without them the
+    # file reads as one it did not write, which it serves alike.
+    path.with_name(path.name + ".attrs").unlink(missing_ok=True)
+    os.replace(staged.name, path)
+    return len(pending)
+
+
+def _read(
+    directory: Path, project: str, stack_name: str
+) -> tuple[Path, Any, dict[str, Any] | None] | None:
+    """The checkpoint's path, its content and its latest deployment, when this module knows
+    its form."""
     stacks = directory / ".pulumi" / "stacks" / project
     if any((stacks / f"{stack_name}{suffix}").exists() for suffix in _COMPRESSED):
         return None
+    path = stacks / f"{stack_name}.json"
     try:
-        content = json.loads((stacks / f"{stack_name}.json").read_bytes())
+        content = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    return _root_outputs(content)
+    if not isinstance(content, dict) or content.get("version") != CHECKPOINT_VERSION:
+        return None
+    checkpoint = content.get("checkpoint")
+    if not isinstance(checkpoint, dict):
+        return None
+    latest = checkpoint.get("latest")  # None: a new stack, whose outputs the CLI tells
+    if latest is not None and not isinstance(latest, dict):
+        return None
+    return path, content, latest
 
 
 def _local_directory(backend_url: str | None) -> Path | None:
@@ -59,12 +113,8 @@ def _local_directory(backend_url: str | None) -> Path | None:
     return Path(unquote(parts.path))
 
 
-def _root_outputs(content: Any) -> dict[str, Any] | None:
-    if not isinstance(content, dict) or content.get("version") != CHECKPOINT_VERSION:
-        return None
-    checkpoint = content.get("checkpoint")
-    latest = checkpoint.get("latest") if isinstance(checkpoint, dict) else None
-    resources = latest.get("resources") if isinstance(latest, dict) else None
+def _root_outputs(latest: dict[str, Any] | None) -> dict[str, Any] | None:
+    resources = None if latest is None else latest.get("resources")
     if not isinstance(resources, list):
         return None
     # The first root stack resource, as the CLI takes it.

@@ -1,10 +1,14 @@
-"""Stack locks of the file backend, read as data: who holds a stack, and whether they live.
+"""Stack locks of the file backend, read as data: who holds a stack, and whether they live;
+and a lock of this process's own, taken and given back as the CLI does.
 
 Pulumi's DIY backends lock a stack with one JSON file per running operation
 (``.pulumi/locks/<org>/<project>/<stack>/<id>.json``, holding pid and hostname; the file
 backend's blob driver writes its attributes beside it, ``<id>.json.attrs``). A lock whose
 process is gone from this host was left by a run that died (SIGKILL); any other lock belongs
-to a live operation, on this host or another, and means the stack is busy.
+to a live operation, on this host or another, and means the stack is busy. The CLI takes a
+stack by writing its lock and then looking: any other lock there and it removes its own and
+refuses, as busy. So a lock of ours in that layout (``own_lock``) keeps every other CLI off the
+stack while we change its lock files or its checkpoint (``recovery``).
 
 The layout is Pulumi's, not a documented interface, so this reader fails closed: a file under
 ``.pulumi/locks`` that is not a lock in that layout, or a lock whose holder cannot be read, is
@@ -14,17 +18,23 @@ until the file goes: never as free while an operation may hold it.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import getpass
 import json
 import os
 import socket
+import tempfile
 import time
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 PROJECT_NAME = "infercrane"
 LOCKS_DIR = (".pulumi", "locks")
+ORGANIZATION = "organization"  # the DIY backend's one organization
 ATTRIBUTES = ".json.attrs"
 # How long a lock file that does not parse is given to be finished (the CLI writes it whole, so
 # a half-written one is a moment's) before its holder counts as unknown.
@@ -70,6 +80,46 @@ def stack_locks(state_dir: Path | None, stack_name: str) -> list[Lock]:
             if lock is not None:
                 found.append(lock)
     return found
+
+
+@contextlib.contextmanager
+def own_lock(state_dir: Path, stack_name: str) -> Iterator[Path]:
+    """A lock of this process on the stack for the body, in the CLI's layout and content (pid,
+    username, hostname, timestamp, which the CLI prints when it refuses); its path. Written
+    aside and renamed into place, so that no reader ever sees half of it; removed at the end.
+    Whether another holder is there too is the caller's to read (``stack_locks``)."""
+    directory = state_dir.joinpath(*LOCKS_DIR, ORGANIZATION, PROJECT_NAME, stack_name)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{uuid.uuid4()}.json"
+    content = {
+        "pid": os.getpid(),
+        "username": _username(),
+        "hostname": socket.gethostname(),
+        "timestamp": datetime.datetime.now(datetime.UTC).isoformat(),
+    }
+    # Beside the locks directory, not in it: a reader there would take it for a lock.
+    with tempfile.NamedTemporaryFile(
+        "w", dir=state_dir / LOCKS_DIR[0], prefix=".lock-", delete=False, encoding="utf-8"
+    ) as staged:
+        json.dump(content, staged)
+    os.replace(staged.name, path)
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def remove_lock(lock: Lock) -> None:
+    """Delete ``lock``'s file and its blob attributes beside it (either may be gone already)."""
+    lock.path.unlink(missing_ok=True)
+    lock.path.with_name(lock.path.name + ".attrs").unlink(missing_ok=True)
+
+
+def _username() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (a bare container)
+        return str(os.getuid())
 
 
 def _files(root: Path) -> Iterable[Path]:
