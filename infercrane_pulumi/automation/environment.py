@@ -30,7 +30,8 @@ class PulumiEnvironment:
     passphrase: str = field(repr=False)
     bin_dir: Path | None = None
     # The kubeconfig of a stack whose settings name none (``kubeconfigs``): its runs hand it to
-    # the program explicitly, never through a variable.
+    # the program explicitly, never through a variable. A relative path is the caller's
+    # working directory's, made absolute at construction (``kubeconfigs.given``).
     kubeconfig: Path | None = None
     backend_url: str | None = None  # never with a password in it
     # What the backend's driver reads from the environment: PGPASSWORD, S3 keys.
@@ -51,6 +52,8 @@ class PulumiEnvironment:
             raise ValueError("give exactly one of state_dir (file backend) and backend_url")
         if self.backend_url is not None and self.backend_url != backends.redact(self.backend_url):
             raise ValueError("backend_url holds a password: use PulumiEnvironment.for_backend")
+        if self.kubeconfig is not None:
+            object.__setattr__(self, "kubeconfig", kubeconfigs.given(self.kubeconfig))
 
     @classmethod
     def for_backend(
