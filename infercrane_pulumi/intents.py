@@ -172,7 +172,9 @@ class KubernetesSettings(_Model):
     """A path, or the contents (YAML or JSON) kept as a Pulumi secret, holding ``context``.
     Unset: ``NamespaceStack`` takes ``PulumiEnvironment.kubeconfig`` (neither: refused); the
     command line and a person's ``pulumi up`` take ``$KUBECONFIG``, then ``~/.kube/config``.
-    Never shown in a repr (contents carry credentials)."""
+    A relative path is the caller's working directory's (``NamespaceStack``: when constructed),
+    the project directory's for a person's ``pulumi up``. Never shown in a repr (contents carry
+    credentials)."""
     workload_api: WorkloadApiName = "deployment"
     """What each intent becomes: a Deployment and a Service, or one KServe InferenceService
     (Standard mode)."""

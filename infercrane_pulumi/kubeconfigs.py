@@ -10,11 +10,19 @@ one function:
    ``~/.kube/config``) for the command line and for a person's ``pulumi up``, whose caller sets
    that variable for exactly that process (``from_environment``).
 
-A run resolves it once (``resolved``) and hands the answer explicitly to its own checks, to the
-program it serves and, through the program, to the provider plugin: nothing reads a process's
-``KUBECONFIG`` after that. The program is served from the driver's own process, where the
-pulumi-kubernetes SDK would read the driver's ``KUBECONFIG`` for a provider given none, so the
-provider is never given none. The context is always the stack's own.
+A run resolves it once (``resolved``), to the contents or an absolute file, and hands the
+answer explicitly to its own checks, to the program it serves and, through the program, to the
+provider plugin: nothing reads a process's ``KUBECONFIG`` after that, and no reader resolves a
+relative path against its own working directory. The plugin runs in the engine's (a workspace),
+not the caller's, so a relative path handed on would name another file there (issue 49). A
+relative path is anchored (``anchored``) at the working directory of the process that was
+given it: a driver's caller's (``PulumiEnvironment`` and ``NamespaceStack`` when constructed,
+the command line when it runs), or, for a person's ``pulumi up``, the program's, which Pulumi
+sets to the project directory.
+
+The program is served from the driver's own process, where the pulumi-kubernetes SDK would read
+the driver's ``KUBECONFIG`` for a provider given none, so the provider is never given none. The
+context is always the stack's own.
 
 ``identity`` names the API server a context reaches, its URL and the certificate authority it
 trusts, read from the kubeconfig the way the provider reads it: the program compares it with the
@@ -75,24 +83,42 @@ def from_environment(environ: Mapping[str, str]) -> Path:
     return Path(named) if named else Path(environ.get("HOME", "~"), ".kube", "config")
 
 
+def anchored(value: str, base: Path) -> str:
+    """A kubeconfig (a path, or the contents) that no working directory can change: a path
+    with ``~`` expanded and, when relative, joined to ``base``; the contents as given."""
+    if is_kubeconfig_contents(value):
+        return value
+    # os.path's expanduser leaves a name it cannot expand as it is (pathlib's raises).
+    return str(base / os.path.expanduser(value))
+
+
+def given(path: Path) -> Path:
+    """A driver's kubeconfig anchored where its caller gave it (``PulumiEnvironment`` and
+    ``NamespaceStack`` call this when constructed); a list of files stays as given, for
+    ``resolved`` to refuse where it would be used."""
+    value = str(path)
+    return path if os.pathsep in value else Path(anchored(value, Path.cwd()))
+
+
 def resolved(settings: KubernetesSettings, fallback: Path | str | None) -> KubernetesSettings:
-    """``settings`` with the kubeconfig the run uses: their own, else ``fallback`` (the
-    driver's). One ``ConfigError`` line when neither names one, or when the fallback is a list
-    of files (kubectl merges them; the provider is given exactly one)."""
-    if settings.kubeconfig is not None:
-        return settings
-    if fallback is None:
-        raise ConfigError(
-            f"{KUBERNETES_KEY}.kubeconfig: no kubeconfig for context {settings.context!r}: "
-            f"set it, or give {DRIVER_KUBECONFIG}"
-        )
-    path = str(fallback)
-    if os.pathsep in path:
-        raise ConfigError(
-            f"{KUBERNETES_KEY}.kubeconfig: {DRIVER_KUBECONFIG} names several files ({path}); "
-            "name one, or set infercrane:kubernetes.kubeconfig"
-        )
-    return settings.model_copy(update={"kubeconfig": path})
+    """``settings`` with the kubeconfig the run uses, as the contents or an absolute file:
+    their own, else ``fallback`` (the driver's), a relative path anchored at this process's
+    working directory. One ``ConfigError`` line when neither names one, or when the fallback
+    is a list of files (kubectl merges them; the provider is given exactly one)."""
+    source = settings.kubeconfig
+    if source is None:
+        if fallback is None:
+            raise ConfigError(
+                f"{KUBERNETES_KEY}.kubeconfig: no kubeconfig for context {settings.context!r}: "
+                f"set it, or give {DRIVER_KUBECONFIG}"
+            )
+        source = str(fallback)
+        if os.pathsep in source:
+            raise ConfigError(
+                f"{KUBERNETES_KEY}.kubeconfig: {DRIVER_KUBECONFIG} names several files "
+                f"({source}); name one, or set infercrane:kubernetes.kubeconfig"
+            )
+    return settings.model_copy(update={"kubeconfig": anchored(source, Path.cwd())})
 
 
 def for_run(config: StackConfig, fallback: Path | str | None) -> StackConfig:
@@ -106,6 +132,7 @@ def identity(settings: KubernetesSettings) -> ClusterIdentity:
     none."""
     source = settings.kubeconfig
     assert source is not None, "identity of unresolved settings"
+    assert is_kubeconfig_contents(source) or Path(source).is_absolute(), "a relative kubeconfig"
 
     def refused(why: str) -> ConfigError:
         return ConfigError(
@@ -117,7 +144,7 @@ def identity(settings: KubernetesSettings) -> ClusterIdentity:
     if is_kubeconfig_contents(source):
         document = kubeconfig_document(source)
     else:
-        path = Path(source).expanduser()
+        path = Path(source)
         base = path.parent
         try:
             document = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -32,7 +32,8 @@ class PulumiEnvironment:
     passphrase: str = field(repr=False)
     bin_dir: Path | None = None
     # The kubeconfig of a stack whose settings name none (``kubeconfigs``): its runs hand it to
-    # the program explicitly, never through a variable.
+    # the program explicitly, never through a variable. A relative path is the caller's
+    # working directory's, made absolute at construction (``kubeconfigs.given``).
     kubeconfig: Path | None = None
     backend_url: str | None = None  # never with a password in it
     # What the backend's driver reads from the environment: PGPASSWORD, S3 keys.
@@ -63,6 +64,8 @@ class PulumiEnvironment:
                 "a run could not prove it holds a stack alone; give a PostgreSQL database for "
                 "stack leases (lease_url=, --lease-url or $INFERCRANE_LEASE_URL)"
             )
+        if self.kubeconfig is not None:
+            object.__setattr__(self, "kubeconfig", kubeconfigs.given(self.kubeconfig))
 
     @classmethod
     def for_backend(

@@ -65,6 +65,10 @@ class NamespaceStack:
 
     def __post_init__(self) -> None:
         self.stack_name = self.stack_name or self.settings.namespace
+        own = self.settings.kubeconfig
+        if own is not None:  # a relative path is the caller's, anchored now (``kubeconfigs``)
+            anchored = kubeconfigs.anchored(own, Path.cwd())
+            self.settings = self.settings.model_copy(update={"kubeconfig": anchored})
 
     # -- operations ------------------------------------------------------------------------
 

@@ -182,13 +182,20 @@ class Harness:
         return directory
 
     def namespace_stack(
-        self, workspace: Path, *, namespace: str = "", stack_name: str = "", **settings: Any
+        self,
+        workspace: Path,
+        *,
+        namespace: str = "",
+        stack_name: str = "",
+        env: automation.PulumiEnvironment | None = None,
+        **settings: Any,
     ) -> NamespaceStack:
-        """The control plane's stack for ``namespace`` (default: the test's), as the provider."""
+        """The control plane's stack for ``namespace`` (default: the test's), as the provider
+        (``env``: default, this harness's)."""
         kubernetes = self.kubernetes(**settings) | ({"namespace": namespace} if namespace else {})
         return NamespaceStack(
             KubernetesSettings.model_validate(kubernetes),
-            self.env,
+            env or self.env,
             workspace,
             stack_name=stack_name or self.stack_name,
         )

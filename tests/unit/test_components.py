@@ -129,6 +129,25 @@ def test_the_provider_takes_nothing_from_the_environment_of_the_process_serving_
     assert clean.inputs["context"] == clean.inputs["clusterIdentifier"] == "kind-infercrane"
 
 
+@pytest.mark.parametrize(("own", "driver"), [("kc.yaml", DRIVER_KUBECONFIG), (None, "kc.yaml")])
+def test_a_relative_kubeconfig_reaches_the_provider_as_the_file_the_program_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own: str | None, driver: str
+) -> None:
+    """The plugin runs in the engine's working directory, not the program's: it is given the
+    absolute file the program's checks read (for a person's ``pulumi up``, in the project
+    directory, where Pulumi runs the program)."""
+    monkeypatch.chdir(tmp_path)
+    settings = samples.kubernetes() | ({} if own is None else {"kubeconfig": own})
+    checked: list[str | None] = []
+
+    def preflight(rendered: workloads.Rendered) -> None:
+        checked.append(rendered.config.kubernetes.kubeconfig)
+
+    run = run_program(settings, [samples.replica()], preflight=preflight, kubeconfig=driver)
+    [provider] = run.of_type(PROVIDER_TYPE)
+    assert checked == [provider.inputs["kubeconfig"]["value"]] == [str(tmp_path / "kc.yaml")]
+
+
 def test_a_stack_without_a_kubeconfig_and_a_driver_without_one_registers_nothing() -> None:
     refused: list[InferCraneError] = []
     run = run_program(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 import yaml
 
 from infercrane_pulumi import kubeconfigs
-from infercrane_pulumi.automation import engine
+from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment, engine
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import KubernetesSettings
@@ -58,6 +59,58 @@ def test_the_stack_kubeconfig_wins_else_the_driver_gives_one(
     assert kubeconfigs.resolved(given, fallback) == given.model_copy(
         update={"kubeconfig": expected}
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("kc.yaml", "/caller/kc.yaml"),
+        ("./nested/../kc.yaml", "/caller/nested/../kc.yaml"),  # as given: no symlink guessed
+        ("/etc/kc.yaml", "/etc/kc.yaml"),
+        ("~/kc.yaml", "/home/u/kc.yaml"),
+        (samples.KUBECONFIG_CONTENTS, samples.KUBECONFIG_CONTENTS),
+    ],
+)
+def test_a_kubeconfig_path_is_anchored_and_its_contents_are_not(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: str
+) -> None:
+    monkeypatch.setenv("HOME", "/home/u")
+    assert kubeconfigs.anchored(value, Path("/caller")) == expected
+
+
+@pytest.mark.parametrize(
+    ("own", "fallback"),
+    [("kc.yaml", "/driver/kubeconfig"), (None, "kc.yaml"), (None, Path("kc.yaml"))],
+)
+def test_a_relative_kubeconfig_resolves_to_the_file_in_the_resolving_process_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own: str | None, fallback: str | Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    given = settings() if own is None else settings(kubeconfig=own)
+    assert kubeconfigs.resolved(given, fallback).kubeconfig == str(tmp_path / "kc.yaml")
+
+
+def test_a_driver_kubeconfig_is_the_one_where_its_caller_constructed_the_driver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the caller named stays named after it (or a thread of its process) moves: the
+    environment's kubeconfig and the stack's own are anchored when constructed."""
+    caller, later = tmp_path / "caller", tmp_path / "later"
+    caller.mkdir()
+    later.mkdir()
+    monkeypatch.chdir(caller)
+    env = PulumiEnvironment(
+        state_dir=tmp_path / "state", pulumi_home=tmp_path, passphrase="p", kubeconfig=Path("kc")
+    )
+    listed = dataclasses.replace(env, kubeconfig=Path("a:b"))
+    stack = NamespaceStack(settings(kubeconfig="own/kc"), env, tmp_path / "ws")
+    monkeypatch.chdir(later)
+    assert env.kubeconfig == caller / "kc"
+    assert stack.settings.kubeconfig == str(caller / "own" / "kc")
+    assert kubeconfigs.resolved(settings(), env.kubeconfig).kubeconfig == str(caller / "kc")
+    assert listed.kubeconfig == Path("a:b")  # refused where it is used, as given
+    with pytest.raises(ConfigError):
+        kubeconfigs.resolved(settings(), listed.kubeconfig)
 
 
 @pytest.mark.parametrize(
