@@ -52,6 +52,13 @@ def test_the_root_stack_outputs_are_read_from_the_file(tmp_path: Path) -> None:
     assert checkpoints.outputs(write(tmp_path, checkpoint(written)), PROJECT, STACK) == written
 
 
+def test_a_state_whose_components_carry_delete_hooks_is_read_too(tmp_path: Path) -> None:
+    """Every component's delete hook makes the CLI write version 4, naming ``hooks``."""
+    written = outputs(None)
+    hooked = checkpoint(written) | {"version": 4, "features": ["hooks"]}
+    assert checkpoints.outputs(write(tmp_path, hooked), PROJECT, STACK) == written
+
+
 @pytest.mark.parametrize(
     ("latest", "read"),
     [
@@ -98,7 +105,10 @@ def test_what_only_the_cli_can_tell_answers_none(tmp_path: Path) -> None:
         assert checkpoints.outputs(other, PROJECT, STACK) is None
     ours = checkpoint(outputs(None))
     refused = {
-        "another schema": ours | {"version": 4},
+        "another schema": ours | {"version": 5},
+        "version 4 without its features": ours | {"version": 4},
+        "a feature it does not know": ours | {"version": 4, "features": ["hooks", "other"]},
+        "features in version 3": ours | {"features": ["hooks"]},
         "not JSON": '{"version": 3, "checkpoint": {',
         "a secret, deep": checkpoint({"replicas": {"a": {"objects": [{"uid": SECRET}]}}}),
         "a compressed form beside it": ours,

@@ -9,7 +9,8 @@ intent took 0.43 s that way, 0.02 s this way.
 
 Anything this reader does not positively understand answers ``None``, and the caller asks the
 CLI: another backend, a URL with parameters, a compressed checkpoint (``PULUMI_DIY_BACKEND_GZIP``
-or ``_ZSTD``, or both forms present), another schema version, unreadable JSON, a checkpoint
+or ``_ZSTD``, or both forms present), another schema version (or version 4 naming a feature
+but ``hooks``), unreadable JSON, a checkpoint
 without a latest deployment or without its resources (a new stack, a destroyed one: the CLI
 says what they hold), resources without the root stack, and outputs holding any value of
 Pulumi's own kinds (a secret, an asset, a resource reference), which only the CLI decodes.
@@ -36,6 +37,12 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 CHECKPOINT_VERSION = 3
+# Version 4 is version 3 naming the features its state uses, which an older CLI would not
+# know: the components' delete hooks (``program.DELETE_HOOK``) make every stack's state
+# version 4 with ``hooks``, a feature that changes nothing this reader reads. Any other
+# feature is unknown here: the CLI reads that state.
+FEATURES_VERSION = 4
+KNOWN_FEATURES = frozenset({"hooks"})
 ROOT_TYPE = "pulumi:pulumi:Stack"
 # The key that marks a value of Pulumi's own kinds in serialized properties.
 SPECIAL_VALUE_KEY = "4dabf18193072939515e22adb298388d"
@@ -93,7 +100,7 @@ def _read(
         content = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(content, dict) or content.get("version") != CHECKPOINT_VERSION:
+    if not isinstance(content, dict) or not _known_version(content):
         return None
     checkpoint = content.get("checkpoint")
     if not isinstance(checkpoint, dict):
@@ -102,6 +109,18 @@ def _read(
     if latest is not None and not isinstance(latest, dict):
         return None
     return path, content, latest
+
+
+def _known_version(content: dict[str, Any]) -> bool:
+    version, features = content.get("version"), content.get("features")
+    if version == CHECKPOINT_VERSION:
+        return features is None
+    return (
+        version == FEATURES_VERSION
+        and isinstance(features, list)
+        and all(isinstance(f, str) for f in features)
+        and KNOWN_FEATURES.issuperset(features)
+    )
 
 
 def _local_directory(backend_url: str | None) -> Path | None:
