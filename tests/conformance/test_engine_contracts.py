@@ -36,6 +36,7 @@ from infercrane_pulumi.errors import StackBusyError
 from tests.conformance.harness import ENGINE_CLIS, Harness, intent, replica, show, wait_for
 from tests.conformance.test_cli_and_faults import cli, finished
 from tests.conformance.test_exact_deletion import by_hand
+from tests.runguard import by_a_person
 
 pytestmark = pytest.mark.conformance
 # What a call of the CLI is for: its first two words that are not flags.
@@ -101,7 +102,8 @@ def test_a_stack_a_live_cli_holds_is_busy_and_the_lock_of_a_killed_one_is_recove
     holder_project = harness.by_hand_project(tmp_path / "holder")
     # A person's `pulumi up` whose program never finishes: its CLI holds the stack's lock.
     (holder_project / "__main__.py").write_text("import time\n\ntime.sleep(600)\n")
-    holder = subprocess.Popen(
+    holder = by_a_person(
+        subprocess.Popen,
         [
             "pulumi",
             "up",
