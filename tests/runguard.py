@@ -81,14 +81,20 @@ def by_a_person(
     return start(args, **kwargs)
 
 
-def pulumi_commands(args: Any, *, shell: bool) -> list[tuple[Path, list[str]]]:
-    """Each ``pulumi`` command line a start of ``args`` runs: its executable and its words."""
+def pulumi_commands(
+    args: Any, *, shell: bool, executable: Any = None
+) -> list[tuple[Path, list[str]]]:
+    """Each ``pulumi`` command line a start of ``args`` runs: its executable and its words.
+    ``executable``: the program run in place of ``args[0]`` (``Popen``'s, ``posix_spawn``'s path),
+    unless ``shell``: then it is the shell."""
     if isinstance(args, (str, bytes, os.PathLike)):
         argv = [os.fsdecode(args)]
     else:
         argv = [os.fsdecode(a) for a in args]
     if not argv:
         return []
+    if executable is not None and not shell:
+        argv[0] = os.fsdecode(executable)
     if shell or Path(argv[0]).name in SHELLS:
         return [found for text in argv[0 if shell else 1 :] for found in _in_shell_text(text)]
     return _in_words(argv)
@@ -146,15 +152,22 @@ def workspace_command(words: list[str]) -> bool:
 
 
 def refusal(
-    args: Any, *, shell: bool, starter: CodeType | None, on_run_path: bool, named: str | None
+    args: Any,
+    *,
+    shell: bool,
+    executable: Any = None,
+    starter: CodeType | None,
+    on_run_path: bool,
+    named: str | None,
 ) -> str | None:
-    """Why starting ``args`` breaks the rule (None: it does not). ``starter``: the code that
-    started it, past the ways to start a process; ``on_run_path``: whether the run path called
-    it; ``named``: who to name in the refusal."""
+    """Why starting ``args`` (``shell``, ``executable``: as ``pulumi_commands`` takes them)
+    breaks the rule (None: it does not). ``starter``: the code that started it, past the ways to
+    start a process; ``on_run_path``: whether the run path called it; ``named``: who to name in
+    the refusal."""
     if starter is by_a_person.__code__:
         return None
-    for executable, words in pulumi_commands(args, shell=shell):
-        if executable.resolve() in _STAND_INS or workspace_command(words):
+    for cli, words in pulumi_commands(args, shell=shell, executable=executable):
+        if cli.resolve() in _STAND_INS or workspace_command(words):
             continue
         if starter is process.run.__code__ and on_run_path:
             continue
@@ -168,7 +181,7 @@ def _plumbing(module: str) -> bool:
     return module in {__name__, "subprocess", "os"} or module.startswith(("pulumi.", "asyncio."))
 
 
-def _judge(args: Any, *, shell: bool) -> None:
+def _judge(args: Any, *, shell: bool, executable: Any = None) -> None:
     frame: FrameType | None = sys._getframe(2)  # the caller of the guarded function
     modules: list[str] = []
     starter: CodeType | None = None
@@ -182,7 +195,12 @@ def _judge(args: Any, *, shell: bool) -> None:
     # Named by the first caller that is neither a way to start a process nor the engine's door.
     named = next((m for m in modules if not _plumbing(m) and not m.startswith(ENGINE)), None)
     broken = refusal(
-        args, shell=shell, starter=starter, on_run_path=RUN_PATH in modules, named=named
+        args,
+        shell=shell,
+        executable=executable,
+        starter=starter,
+        on_run_path=RUN_PATH in modules,
+        named=named,
     )
     if broken is not None:
         raise AssertionError(broken)
@@ -195,7 +213,7 @@ def guarding() -> Iterator[None]:
     system, spawn, spawnp = os.system, os.posix_spawn, os.posix_spawnp
 
     def guarded_popen(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
-        _judge(args, shell=bool(kwargs.get("shell")))
+        _judge(args, shell=bool(kwargs.get("shell")), executable=kwargs.get("executable"))
         popen_init(self, args, *rest, **kwargs)
 
     def guarded_system(command: Any) -> int:
@@ -203,11 +221,11 @@ def guarding() -> Iterator[None]:
         return system(command)
 
     def guarded_spawn(path: Any, argv: Any, *rest: Any, **kwargs: Any) -> int:
-        _judge(argv, shell=False)
+        _judge(argv, shell=False, executable=path)
         return spawn(path, argv, *rest, **kwargs)
 
     def guarded_spawnp(path: Any, argv: Any, *rest: Any, **kwargs: Any) -> int:
-        _judge(argv, shell=False)
+        _judge(argv, shell=False, executable=path)
         return spawnp(path, argv, *rest, **kwargs)
 
     subprocess.Popen.__init__ = guarded_popen  # type: ignore[method-assign]

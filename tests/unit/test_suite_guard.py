@@ -105,8 +105,12 @@ BYPASSES: dict[str, tuple[Start, str]] = {
         "pulumi up",
     ),
     "os.system": (lambda cli, ws: os.system(f"{cli} refresh --yes"), "pulumi refresh --yes"),
-    "os.posix_spawn": (
-        lambda cli, ws: os.posix_spawn(cli, [str(cli), "up"], os.environ),
+    "os.posix_spawn under another argv[0]": (
+        lambda cli, ws: os.posix_spawn(cli, ["deploy", "up"], os.environ),
+        "pulumi up",
+    ),
+    "Popen's executable under another argv[0]": (
+        lambda cli, ws: subprocess.run(["deploy", "up"], executable=cli, cwd=ws, check=False),
         "pulumi up",
     ),
     "the SDK's PulumiCommand": (
