@@ -7,7 +7,9 @@ Only here (rows of docs/reference/engine-contracts.md), through the public doors
 from the checkpoint file the CLI wrote, with no CLI process at all (10); the ``same`` steps of
 the keys a run carries recognized by their first bytes, none decoded (4); an unwatched run's
 display streamed one engine event a line (6); a stack held by a live ``pulumi`` found in the lock
-file it wrote (busy, and retryable) and the lock a SIGKILLed one left recovered (7, 9); a run
+file it wrote (busy, and retryable) and the lock a SIGKILLed one left recovered (7, 9); a
+configuration too large for the environment read by a person's program from our host's file (11,
+on the pinned CLI: the host is ours whichever CLI starts it); a run
 whose driver is interrupted or terminated ends with its engine, and the next run goes on. The
 others run on both CLIs where they are tested already (``ENGINE_CLIS`` there): the served program
 with its events per key (``test_control_plane``), the JSON CLI's progress lines in the engine's
@@ -233,6 +235,47 @@ def test_a_stack_a_live_cli_holds_is_busy_and_the_lock_of_a_killed_one_is_recove
     assert [(r.external_key, r.change) for r in result.replicas] == [("held-a", "create")]
     assert stack_locks(harness.env.state_dir, harness.stack_name) == []
     harness.destroy()
+
+
+# A person's program that reads its configuration as InferCrane's does, and says what it read
+# and whether Pulumi's own variable held it too.
+CONFIGURATION_READER = """\
+import json, os, pathlib
+from infercrane_pulumi import program
+program.load_host_config()
+config = program.config_from_pulumi()
+pathlib.Path(os.environ["SEEN"]).write_text(json.dumps({
+    "in PULUMI_CONFIG": "PULUMI_CONFIG" in os.environ,
+    "keys": [replica.external_key for replica in config.replicas],
+}))
+"""
+
+
+def test_a_configuration_past_the_environment_s_limit_reaches_a_person_s_program(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Row 11: our language host hands a person's program a configuration too large for one
+    environment string (past its 64 KiB) in the file ``INFERCRANE_PULUMI_CONFIG_FILE`` names,
+    and the program reads it from there."""
+    keys = [f"large-{i:04}" for i in range(800)]
+    harness.configure([replica(key) for key in keys])
+    assert len(json.dumps([replica(key) for key in keys])) > 64 * 1024
+    harness.stack()  # created, as a person would have with `pulumi stack init`
+    project = harness.by_hand_project(tmp_path / "by-hand")
+    (project / "__main__.py").write_text(CONFIGURATION_READER)
+    seen = tmp_path / "seen.json"
+    done = by_a_person(
+        subprocess.run,
+        ["pulumi", "preview", "--stack", harness.stack_name, "--non-interactive"],
+        cwd=project,
+        env=harness.process_env() | harness.env.variables() | {"SEEN": str(seen)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert json.loads(seen.read_text()) == {"in PULUMI_CONFIG": False, "keys": keys}
 
 
 @pytest.mark.parametrize("interrupt", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
