@@ -34,6 +34,7 @@ from infercrane_pulumi.automation import NamespaceStack, ensure_many
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from tests.conformance.backends import Tenant
 from tests.conformance.harness import Harness, intent, replica
+from tests.runguard import by_a_person
 
 pytestmark = pytest.mark.conformance
 
@@ -274,7 +275,8 @@ def test_the_command_line_reaches_the_kubeconfig_its_stack_file_names(
 
 
 def by_hand(harness: Harness, project: Path, environment: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    return by_a_person(
+        subprocess.Popen,
         ["pulumi", "up", "--yes", "--stack", harness.stack_name, "--non-interactive"],
         cwd=project,
         env=environment,

@@ -2,17 +2,22 @@
 (``ENGINE_CLIS``: the pinned one, 3.274.0, also the oldest of the range the Go module proxy
 builds here, and the newest it serves, 3.276.0).
 
-Only here, through the public doors (``NamespaceStack``, the stack file's run, the JSON CLI,
-``stack_locks``): a verified no-op read from the checkpoint file the CLI wrote, with no CLI
-process at all; a stack held by a live ``pulumi`` found in the lock file it wrote (busy, and
-retryable) and the lock a SIGKILLed one left recovered, under recovery's own lock, which the
-CLI respects, leaving a lock taken after its look and clearing the checkpoint's interrupted
-operations as the CLI then reads them; a run whose driver is interrupted or
-terminated ends with its engine, and the next run goes on. The others run on both CLIs where
-they are tested already (``ENGINE_CLIS`` there): the served program with its events per key
-(``test_control_plane``), the JSON CLI's progress lines in the engine's order
-(``test_cli_and_faults``), the killed ``pulumi up`` (``test_lifecycle``) and the policy pack's
-refusal (``test_policy_pack``).
+Only here (rows of docs/reference/engine-contracts.md), through the public doors
+(``NamespaceStack``, the stack file's run, the JSON CLI, ``stack_locks``): a verified no-op read
+from the checkpoint file the CLI wrote, with no CLI process at all (10); the ``same`` steps of
+the keys a run carries recognized by their first bytes, none decoded (4); an unwatched run's
+display streamed one engine event a line (6); a stack held by a live ``pulumi`` found in the lock
+file it wrote (busy, and retryable) and the lock a SIGKILLed one left recovered (7, 9), under
+recovery's own lock, which the CLI respects, leaving a lock taken after its look and clearing
+the checkpoint's interrupted operations as the CLI then reads them (9, 10); a
+configuration too large for the environment read by a person's program from our host's file (11,
+on the pinned CLI: the host is ours whichever CLI starts it); a run
+whose driver is interrupted or terminated ends with its engine, and the next run goes on. The
+others run on both CLIs where they are tested already (``ENGINE_CLIS`` there): the served program
+with its events per key (``test_control_plane``), the JSON CLI's progress lines in the engine's
+order (``test_cli_and_faults``), the killed ``pulumi up`` (``test_lifecycle``), the policy pack's
+refusal (``test_policy_pack``) and the kubeconfig contents stored from stdin
+(``test_kubeconfig_contents``).
 """
 
 from __future__ import annotations
@@ -34,12 +39,15 @@ from pulumi import automation as auto
 
 from infercrane_dev.localcluster.processes import descendants, is_alive
 from infercrane_pulumi import kinds, naming
-from infercrane_pulumi.automation import project, recovery, stack_locks
+from infercrane_pulumi.automation import project, recovery, stack_locks, targets
 from infercrane_pulumi.automation.engine import Lock, own_lock
+from infercrane_pulumi.automation.engine.events import known_same_step
 from infercrane_pulumi.errors import StackBusyError
 from tests.conformance.harness import ENGINE_CLIS, Harness, intent, replica, show, wait_for
 from tests.conformance.test_cli_and_faults import cli, finished
 from tests.conformance.test_exact_deletion import by_hand
+from tests.runguard import by_a_person
+from tests.spies import spy
 
 pytestmark = pytest.mark.conformance
 # What a call of the CLI is for: its first two words that are not flags.
@@ -48,20 +56,30 @@ STATE_READS = {("stack", "output"), ("stack", "export")}
 DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"  # its resource type in the state
 
 
-def recording_cli(bin_dir: Path, directory: Path) -> tuple[Path, Path]:
-    """A bin dir whose ``pulumi`` appends each call's arguments to a file (one line a call),
-    then runs ``bin_dir``'s; the file."""
+def recording_cli(harness: Harness, directory: Path) -> tuple[Harness, Path]:
+    """``harness`` with a ``pulumi`` that appends each call's arguments to ``directory/calls``
+    (one line a call), then runs the harness's; an unwatched engine run's display (``process.run``
+    discards it: its first argument ``--non-interactive``, its last ``--json``) goes to
+    ``directory/displays/<pid>-<verb>`` instead."""
+    assert harness.env.bin_dir is not None
     wrapper = directory / "bin"
     wrapper.mkdir(parents=True)
+    (directory / "displays").mkdir()
     calls = directory / "calls"
     calls.touch()
+    here, real = shlex.quote(str(directory)), shlex.quote(str(harness.env.bin_dir / "pulumi"))
     (wrapper / "pulumi").write_text(
         "#!/bin/sh\n"
-        f'printf "%s\\n" "$*" >>{shlex.quote(str(calls))}\n'
-        f'exec {shlex.quote(str(bin_dir / "pulumi"))} "$@"\n'
+        f'printf "%s\\n" "$*" >>{here}/calls\n'
+        "for last; do :; done\n"
+        'if [ "$1" = --non-interactive ] && [ "$last" = --json ]; then\n'
+        f'    exec {real} "$@" >{here}/displays/$$-"$2"\n'
+        "fi\n"
+        f'exec {real} "$@"\n'
     )
     (wrapper / "pulumi").chmod(0o755)
-    return wrapper, calls
+    recorded = dataclasses.replace(harness.env, bin_dir=wrapper)
+    return dataclasses.replace(harness, env=recorded), calls
 
 
 def reads_or_runs(call: str) -> bool:
@@ -74,9 +92,7 @@ def reads_or_runs(call: str) -> bool:
 def test_a_noop_is_read_from_the_checkpoint_the_cli_wrote_and_starts_no_cli(
     harness: Harness, tmp_path: Path
 ) -> None:
-    assert harness.env.bin_dir is not None
-    wrapper, calls = recording_cli(harness.env.bin_dir, tmp_path / "recorded")
-    recorded = dataclasses.replace(harness, env=dataclasses.replace(harness.env, bin_dir=wrapper))
+    recorded, calls = recording_cli(harness, tmp_path / "recorded")
     stack = recorded.namespace_stack(tmp_path / "workspace")
     events: list[auto.EngineEvent] = []
     stack.on_event = events.append
@@ -94,6 +110,77 @@ def test_a_noop_is_read_from_the_checkpoint_the_cli_wrote_and_starts_no_cli(
     # What the stack applied came from the checkpoint file this CLI wrote: a layout the driver
     # did not recognize would have been asked of the CLI (`stack output`).
     assert [c for c in calls.read_text()[len(before) :].splitlines() if reads_or_runs(c)] == []
+    stack.destroy()
+
+
+def same_step_urn(line: str) -> str | None:
+    """The URN of the ``same`` step an event-log line reports, read in full (None: another
+    event)."""
+    event = json.loads(line)
+    for kind in ("resourcePreEvent", "resOutputsEvent"):
+        metadata = event.get(kind, {}).get("metadata", {})
+        if metadata.get("op") == "same":
+            return str(metadata["urn"])
+    return None
+
+
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
+def test_the_same_steps_of_carried_keys_are_recognized_without_being_decoded(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Row 4: the engine writes a ``same`` step's line in Go's field order, which the event
+    reader recognizes by its first bytes. Were the order another, every line would be decoded
+    (slower, the results the same): this fails instead."""
+    stack = harness.namespace_stack(tmp_path / "workspace")
+    stack.ensure([intent("fast-a"), intent("fast-b")])
+    looked = spy(monkeypatch, known_same_step)
+    added = stack.ensure([intent("fast-a"), intent("fast-b"), intent("fast-c")])
+    assert [(r.external_key, r.change) for r in added.replicas] == [
+        ("fast-a", "same"),
+        ("fast-b", "same"),
+        ("fast-c", "create"),
+    ]
+    # The carried keys' URNs (a's and b's: the run targets c alone) are the ones left unread.
+    [unread] = {call.args[1] for call in looked}
+    carried = targets.owners(
+        project=project.PROJECT_NAME,
+        stack=harness.stack_name,
+        settings=stack.settings,
+        keys=["fast-a", "fast-b"],
+    )
+    assert unread == frozenset(carried)
+    # Each of their `same` steps recognized by the fast reader, none decoded.
+    recognized = {(same_step_urn(call.args[0]), call.result) for call in looked}
+    assert {(urn, seen) for urn, seen in recognized if urn in unread} == {
+        (urn, True) for urn in unread
+    }
+    stack.destroy()
+
+
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
+def test_an_unwatched_run_s_display_streams_one_engine_event_a_line(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Row 6: with nobody watching, ``process.run`` asks the CLI for its JSON display (``preview``
+    with ``PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true``), which streams each engine event on a
+    line of its own and keeps none. A CLI that printed one document at the end, holding every
+    step until then (``preview --json`` without the variable), fails here. What that saves in
+    memory is measured in benchmarks/results/history-until-2026-12.md, not here."""
+    recorded, calls = recording_cli(harness, tmp_path / "recorded")
+    stack = recorded.namespace_stack(tmp_path / "workspace")
+    stack.preview([intent("json-a")])
+    stack.ensure([intent("json-a")])
+    displays = {
+        path.name.split("-", 1)[1]: path.read_text().splitlines()
+        for path in (calls.parent / "displays").iterdir()
+    }
+    assert sorted(displays) == ["preview", "up"]
+    for verb, lines in displays.items():
+        shown = [json.loads(line) for line in lines]  # each line a document of its own
+        # Every engine event in order, one a line, to the engine's last two.
+        assert [event["sequence"] for event in shown] == list(range(len(shown))), verb
+        kinds = [set(event) - {"sequence", "timestamp"} for event in shown]
+        assert kinds[-2:] == [{"summaryEvent"}, {"cancelEvent"}], verb
     stack.destroy()
 
 
@@ -214,7 +301,8 @@ def held_by_a_person(
     (project_dir / "__main__.py").write_text(
         f"import pathlib, time\n\npathlib.Path({str(running)!r}).touch()\ntime.sleep(600)\n"
     )
-    holder = subprocess.Popen(
+    holder = by_a_person(
+        subprocess.Popen,
         [
             "pulumi",
             "up",
@@ -241,6 +329,47 @@ def held_by_a_person(
     finally:
         os.killpg(holder.pid, signal.SIGKILL)
         holder.wait(timeout=30)
+
+
+# A person's program that reads its configuration as InferCrane's does, and says what it read
+# and whether Pulumi's own variable held it too.
+CONFIGURATION_READER = """\
+import json, os, pathlib
+from infercrane_pulumi import program
+program.load_host_config()
+config = program.config_from_pulumi()
+pathlib.Path(os.environ["SEEN"]).write_text(json.dumps({
+    "in PULUMI_CONFIG": "PULUMI_CONFIG" in os.environ,
+    "keys": [replica.external_key for replica in config.replicas],
+}))
+"""
+
+
+def test_a_configuration_past_the_environment_s_limit_reaches_a_person_s_program(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Row 11: our language host hands a person's program a configuration too large for one
+    environment string (past its 64 KiB) in the file ``INFERCRANE_PULUMI_CONFIG_FILE`` names,
+    and the program reads it from there."""
+    keys = [f"large-{i:04}" for i in range(800)]
+    harness.configure([replica(key) for key in keys])
+    assert len(json.dumps([replica(key) for key in keys])) > 64 * 1024
+    harness.stack()  # created, as a person would have with `pulumi stack init`
+    project = harness.by_hand_project(tmp_path / "by-hand")
+    (project / "__main__.py").write_text(CONFIGURATION_READER)
+    seen = tmp_path / "seen.json"
+    done = by_a_person(
+        subprocess.run,
+        ["pulumi", "preview", "--stack", harness.stack_name, "--non-interactive"],
+        cwd=project,
+        env=harness.process_env() | harness.env.variables() | {"SEEN": str(seen)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert json.loads(seen.read_text()) == {"in PULUMI_CONFIG": False, "keys": keys}
 
 
 @pytest.mark.parametrize("interrupt", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

@@ -21,6 +21,7 @@ from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.kinds import Kind
 from tests.conformance.harness import Harness, intent, replica, wait_for
 from tests.conformance.test_cli_and_faults import cli, finished
+from tests.runguard import by_a_person
 
 pytestmark = pytest.mark.conformance
 
@@ -90,7 +91,8 @@ def by_hand(
     events.unlink(missing_ok=True)
     tail = engine.Tail(events, on_event, cli="(the suite's)")
     try:
-        done = subprocess.run(
+        done = by_a_person(
+            subprocess.run,
             [
                 "pulumi",
                 *(command or ("up", "--yes")),

@@ -21,7 +21,7 @@ from pulumi import automation as auto
 from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.intents import KubernetesSettings
-from tests.conformance.harness import Harness, intent, replica
+from tests.conformance.harness import ENGINE_CLIS, Harness, intent, replica
 from tests.conformance.test_cli_and_faults import cli, finished
 
 pytestmark = pytest.mark.conformance
@@ -111,6 +111,7 @@ class CommandLines:
                     self.seen.add(path.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
 
 
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
 def test_no_credential_is_on_any_command_line_while_a_namespace_stack_runs(
     harness: Harness, tmp_path: Path
 ) -> None:

@@ -38,6 +38,7 @@ from tests.conformance.harness import (
     wait_for,
 )
 from tests.conformance.test_cli_and_faults import cli_env
+from tests.runguard import by_a_person
 
 pytestmark = pytest.mark.conformance
 
@@ -255,7 +256,8 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
     private = harness.workdir / "killed-run-tmp"
     private.mkdir(mode=0o700)
     env = harness.process_env() | harness.env.variables() | {"TMPDIR": str(private)}
-    process = subprocess.Popen(
+    process = by_a_person(
+        subprocess.Popen,
         [
             "pulumi",
             "up",

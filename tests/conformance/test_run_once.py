@@ -5,39 +5,40 @@ served."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.policy import rules
 from tests.conformance.harness import Harness, intent
+from tests.spies import Call, spy
 
 pytestmark = pytest.mark.conformance
 
 
 @pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
-    """How often each run renders the stack and evaluates its policy."""
-    counted: Counter[str] = Counter()
+def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Call]]:
+    """Each render of a stack and each evaluation of its policy, by whatever module makes it
+    (``automation.stacks`` and ``policy.rules`` import ``render`` by name): counted where each
+    is defined."""
+    return {
+        "render": spy(monkeypatch, workloads.render),
+        "policy": spy(monkeypatch, rules.evaluate_rendered),
+    }
 
-    def counting(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            counted[name] += 1
-            return function(*args, **kwargs)
 
-        return call
-
-    monkeypatch.setattr(workloads, "render", counting("render", workloads.render))
-    monkeypatch.setattr(rules, "evaluate_rendered", counting("policy", rules.evaluate_rendered))
-    yield counted
+def counts(calls: dict[str, list[Call]]) -> dict[str, int]:
+    """How many calls of each were made since the last count; the count starts again."""
+    counted = {name: len(made) for name, made in calls.items()}
+    for made in calls.values():
+        made.clear()
+    return counted
 
 
 def test_every_run_renders_once_and_judges_its_policy_once(
-    harness: Harness, calls: Counter[str], tmp_path: Path
+    harness: Harness, calls: dict[str, list[Call]], tmp_path: Path
 ) -> None:
     stack = harness.namespace_stack(tmp_path / "workspace")
     keys = [intent(f"once-{i}") for i in range(3)]
@@ -48,13 +49,13 @@ def test_every_run_renders_once_and_judges_its_policy_once(
         ("preview of a change", lambda: stack.preview([intent("once-0", modelRevision="r2")])),
         ("remove", lambda: stack.remove("once-3")),
     ]
+    counts(calls)  # what opening the stack made
     for what, operation in runs:
-        calls.clear()
         operation()
-        assert dict(calls) == {"render": 1, "policy": 1}, what
-    calls.clear()
+        assert counts(calls) == {"render": 1, "policy": 1}, what
     stack.destroy()
-    assert dict(calls) == {"render": 1}  # a destroy judges no policy: it applies nothing
+    # A destroy judges no policy: it applies nothing.
+    assert counts(calls) == {"render": 1, "policy": 0}
 
 
 def test_a_run_says_why_it_worked_on_each_key_and_on_none_other(

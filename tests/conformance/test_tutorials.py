@@ -20,6 +20,7 @@ import pytest
 
 from infercrane_dev import docsrun
 from tests.conformance.harness import LOCAL_BINARIES, ROOT, require_toolchain
+from tests.runguard import by_a_person
 
 pytestmark = pytest.mark.conformance
 
@@ -45,7 +46,8 @@ def test_a_tutorial_runs_as_written(page: Path) -> None:
     script = docsrun.tutorial_script(docsrun.blocks(page))
     # Its own process group, so that a run past its deadline is stopped with its children; a
     # SIGTERM (not SIGKILL) lets the script's cleanup stop the control plane it started.
-    process = subprocess.Popen(
+    process = by_a_person(
+        subprocess.Popen,
         ["bash", "-c", script],
         cwd=ROOT,
         env=person,

@@ -13,7 +13,7 @@ import pytest
 from pulumi import automation as auto
 
 from infercrane_pulumi.automation.engine import process
-from tests.conftest import stand_in_cli
+from tests.runguard import stand_in_cli
 
 # Records how it was called, prints `lines` lines of display and `noise` bytes of stderr (more
 # than a pipe holds, so a reader that waits on one pipe first would block), then fails with

@@ -37,7 +37,8 @@ happens without it:
    the stack is busy (retryable), never free. Recovery writes its own lock there, which a
    CLI must take as a holder (it writes, then refuses if it sees another lock), and deletes
    exactly the stale ones it read. Otherwise a CLI could start while a lock is broken.
-10. The file backend's checkpoint ``.pulumi/stacks/<project>/<stack>.json``, version 3, the
+10. The file backend's checkpoint ``.pulumi/stacks/<project>/<stack>.json``, version 3 (or 4
+    naming only the ``hooks`` feature, as the components' delete hook makes it), the
     root stack's outputs (``checkpoints``). Anything else is read by the CLI
     (``pulumi stack output``): one more process. Recovery empties its
     ``pending_operations`` in place, under its lock; in another form they stay (the engine
@@ -47,8 +48,12 @@ happens without it:
     ``program.py`` and in ``hack/tools/pulumi-language-python/main.go``. Otherwise a person's
     ``pulumi up`` reads its configuration from Pulumi's own variable (at most 128 KiB).
 
-Tested: ``tests/conformance/test_engine_contracts.py`` runs every row against each CLI the
-docs name (docs/how-to/install.md), the SDK pinned in ``constraints.txt``.
+Where each row is proven (docs/reference/engine-contracts.md names each test):
+``tests/conformance/test_engine_contracts.py`` proves rows 4 and 6 (by what the run did, never
+by its time), 7, 9, 10 and 11, and that an interrupted run ends with its engine; the suite's tests
+of the paths that rely on rows 2, 3, 5, 8 and 9 prove those; all of them but row 11's (our own
+host) on each CLI the docs name (docs/how-to/install.md), with the SDK pinned in
+``constraints.txt``. Row 1 is proven by ``tests/unit/test_sdk_contracts.py`` (the SDK's names).
 """
 
 from infercrane_pulumi.automation.engine.checkpoints import clear_pending_operations
