@@ -301,7 +301,7 @@ def held_by_a_person(
     (project_dir / "__main__.py").write_text(
         f"import pathlib, time\n\npathlib.Path({str(running)!r}).touch()\ntime.sleep(600)\n"
     )
-    holder = by_a_person(
+    holder: subprocess.Popen[bytes] = by_a_person(
         subprocess.Popen,
         [
             "pulumi",
