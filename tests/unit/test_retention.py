@@ -1,0 +1,105 @@
+"""Bounded state: which of a stack's history and backups go (a pure decision over key names),
+and the engine told to write no backups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infercrane_pulumi.automation.engine import history
+from infercrane_pulumi.automation.environment import DEFAULT_KEPT_UPDATES, PulumiEnvironment
+
+LAYOUT = history.Layout("infercrane", "team-a")
+H = ".pulumi/history/infercrane/team-a/"
+B = ".pulumi/backups/infercrane/team-a/"
+CHECKPOINT = ".pulumi/stacks/infercrane/team-a.json"
+
+
+def update(stamp: int, suffix: str = "") -> list[str]:
+    return [
+        f"{H}team-a-{stamp}.checkpoint.json{suffix}",
+        f"{H}team-a-{stamp}.history.json{suffix}",
+    ]
+
+
+# Stamps of different lengths: newer means a larger number, never a later name.
+FIVE = [*update(900), *update(1000), *update(1100), *update(99), *update(12000)]
+BACKUPS = [f"{B}team-a.1700000000000000000.json", f"{B}team-a.1700000000000000001.json.gz"]
+
+
+@pytest.mark.parametrize(
+    ("keys", "keep", "keep_backups", "doomed"),
+    [
+        # The oldest go, each update's record and checkpoint copy together.
+        (FIVE, 3, False, sorted([*update(99), *update(900)])),
+        (FIVE, 5, False, []),
+        (FIVE, 10, False, []),
+        (FIVE, 0, False, sorted(FIVE)),
+        (FIVE, None, False, []),
+        # A record without its checkpoint copy (a run killed while copying) is one update.
+        ([*update(1), f"{H}team-a-2.history.json", *update(3)], 2, False, update(1)),
+        # Compressed states: the same, with their suffix.
+        ([*update(1, ".gz"), *update(2, ".zst")], 1, False, update(1, ".gz")),
+        # Backups and the checkpoint's .bak go unless asked for; the checkpoint never does,
+        # nor Pulumi's retained copies beside it.
+        (
+            [CHECKPOINT, f"{CHECKPOINT}.bak", f"{CHECKPOINT}.1700.json", *BACKUPS],
+            None,
+            False,
+            sorted([f"{CHECKPOINT}.bak", *BACKUPS]),
+        ),
+        ([CHECKPOINT, f"{CHECKPOINT}.bak", *BACKUPS, *FIVE], 5, True, []),
+        ([f"{CHECKPOINT}.gz", f"{CHECKPOINT}.gz.bak"], 1, False, [f"{CHECKPOINT}.gz.bak"]),
+        # What is not in Pulumi's layout, or another stack's, is never named.
+        (
+            [
+                f"{H}notes.txt",
+                f"{H}team-a-x1.history.json",
+                f"{H}team-b-1.history.json",
+                f"{H}sub/team-a-1.history.json",
+                ".pulumi/history/infercrane/team-a-b/team-a-b-1.history.json",
+                f"{B}team-b.1.json",
+                f"{B}team-a.json",
+                ".pulumi/stacks/infercrane/team-ab.json.bak",
+            ],
+            0,
+            False,
+            [],
+        ),
+    ],
+)
+def test_surplus_keeps_the_newest_updates_and_never_the_checkpoint(
+    keys: list[str], keep: int | None, keep_backups: bool, doomed: list[str]
+) -> None:
+    assert history.surplus(LAYOUT, keys, keep=keep, keep_backups=keep_backups) == doomed
+
+
+def test_a_stack_named_like_a_stamp_is_read_by_its_own_name() -> None:
+    layout = history.Layout("infercrane", "a-1")
+    keys = [f".pulumi/history/infercrane/a-1/a-1-{stamp}.history.json" for stamp in (5, 6)]
+    assert list(history.updates(layout, keys)) == [5, 6]
+    assert history.surplus(layout, keys, keep=1, keep_backups=False) == keys[:1]
+
+
+def env(tmp_path: Path, **fields: Any) -> PulumiEnvironment:
+    return PulumiEnvironment(
+        state_dir=tmp_path / "state", pulumi_home=tmp_path / "home", passphrase="p", **fields
+    )
+
+
+def test_the_engine_writes_no_backups_unless_asked(tmp_path: Path) -> None:
+    default = env(tmp_path)
+    assert default.kept_updates == DEFAULT_KEPT_UPDATES
+    assert default.variables() | history.variables(keep_backups=False) == default.variables()
+    assert default.variables()["PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS"] == "true"
+    assert default.variables()["PULUMI_DIY_BACKEND_RETAIN_CHECKPOINTS"] == "false"
+    asked = env(tmp_path, keep_backups=True).variables()
+    assert not {history.DISABLE_BACKUPS, history.RETAIN_CHECKPOINTS} & set(asked)
+
+
+@pytest.mark.parametrize("kept", [-1, True])
+def test_a_retention_that_is_no_count_is_refused(tmp_path: Path, kept: object) -> None:
+    with pytest.raises(ValueError, match="kept_updates"):
+        env(tmp_path, kept_updates=kept)
