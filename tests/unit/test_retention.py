@@ -1,5 +1,5 @@
 """Bounded state: which of a stack's history and backups go (a pure decision over key names),
-and the engine told to write no backups."""
+the engine told to write no backups, and an S3 backend URL read as the engine reads it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from infercrane_pulumi.automation import s3
 from infercrane_pulumi.automation.engine import history
 from infercrane_pulumi.automation.environment import DEFAULT_KEPT_UPDATES, PulumiEnvironment
+from infercrane_pulumi.errors import ConfigError
 
 LAYOUT = history.Layout("infercrane", "team-a")
 H = ".pulumi/history/infercrane/team-a/"
@@ -103,3 +105,32 @@ def test_the_engine_writes_no_backups_unless_asked(tmp_path: Path) -> None:
 def test_a_retention_that_is_no_count_is_refused(tmp_path: Path, kept: object) -> None:
     with pytest.raises(ValueError, match="kept_updates"):
         env(tmp_path, kept_updates=kept)
+
+
+def test_an_s3_url_is_read_as_the_engine_reads_it() -> None:
+    keys = {"AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "secret"}
+    found = s3.bucket(
+        "s3://state/team/?endpoint=http://127.0.0.1:9000&region=eu-west-1&use_path_style=true",
+        keys,
+    )
+    assert (found.name, found.prefix, found.region, found.path_style) == (
+        "state",
+        "team/",
+        "eu-west-1",
+        True,
+    )
+    assert found.endpoint.netloc == "127.0.0.1:9000"
+    assert "secret" not in repr(found)
+    aws = s3.bucket("s3://state", keys | {"AWS_REGION": "us-west-2"})
+    assert (aws.prefix, aws.endpoint.netloc, aws.path_style) == (
+        "",
+        "s3.us-west-2.amazonaws.com",
+        False,
+    )
+
+
+def test_an_s3_backend_without_keys_in_the_environment_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError) as raised:
+        s3.bucket("s3://state?region=us-east-1", {"AWS_SECRET_ACCESS_KEY": "secret"})
+    assert len(raised.value.problems) == 1
+    assert "secret" not in str(raised.value)
