@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pulumi import automation as auto
 
 from infercrane_pulumi import kubeconfigs, naming, workloads
-from infercrane_pulumi.automation import engine, leases, project, results, stacks
+from infercrane_pulumi.automation import engine, leases, project, results, retention, stacks
 from infercrane_pulumi.automation.attempt import attempt
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
@@ -120,6 +120,9 @@ def run(
         desired, stack=naming.stack_identity(project.PROJECT_NAME, stack.name)
     )
     findings: tuple[Finding, ...] = ()
+    # Where an update's history is pruned, known before anything is written: a backend this
+    # cannot prune is refused here.
+    store = retention.store(env) if operation != "preview" else None
     if operation == "destroy":
         options = dataclasses.replace(options, policy_pack=None)  # it judges nothing
     else:
@@ -160,6 +163,7 @@ def run(
             findings=findings,
             options=options,
             lease=lease,
+            store=store,
             on_event=record,
         )
         if operation == "up":
@@ -208,6 +212,7 @@ def _engine(
     findings: tuple[Finding, ...],
     options: RunOptions,
     lease: leases.Lease | None,
+    store: retention.Store | None,
     on_event: EventHandler,
 ) -> None:
     """Engine attempts until one is not refused as busy. Without a lease: what a dead run
@@ -215,7 +220,9 @@ def _engine(
     Under the stack's lease no live replica runs the stack, so a Pulumi lock met is a dead
     one's and is broken (after the lease's fence), once; every process of the run carries the
     lease's marker, and a run whose lease was lost (and was stopped) fails retryably, the one
-    that lost it after the engine finished too (the retry finds the work done)."""
+    that lost it after the engine finished too (the retry finds the work done). Once an update
+    succeeded, and while the stack is still held, its history is pruned (``store``:
+    ``retention``)."""
     deadline = time.monotonic() + options.wait_seconds
     variables: Mapping[str, str] | None = None if lease is None else lease.variables
     broken = False
@@ -256,4 +263,6 @@ def _engine(
             raise
         if lease is not None:
             lease.check()
+        if store is not None:
+            retention.prune(store, stack.name, env)
         return

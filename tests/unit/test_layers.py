@@ -78,6 +78,7 @@ RANKS = {
     "automation.leases": 13,
     "automation.policypack": 14,
     "automation.recovery": 14,
+    "automation.retention": 14,
     "automation.stacks": 14,
     "automation.results": 15,
     "automation.attempt": 15,

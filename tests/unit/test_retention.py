@@ -1,5 +1,5 @@
 """Bounded state: which of a stack's history and backups go (a pure decision over key names),
-the engine told to write no backups, and an S3 backend URL read as the engine reads it."""
+the engine told to write no backups, and the stores a backend URL is pruned through."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi.automation import s3
+from infercrane_pulumi.automation import retention, s3
 from infercrane_pulumi.automation.engine import history
 from infercrane_pulumi.automation.environment import DEFAULT_KEPT_UPDATES, PulumiEnvironment
 from infercrane_pulumi.errors import ConfigError
@@ -105,6 +105,36 @@ def test_the_engine_writes_no_backups_unless_asked(tmp_path: Path) -> None:
 def test_a_retention_that_is_no_count_is_refused(tmp_path: Path, kept: object) -> None:
     with pytest.raises(ValueError, match="kept_updates"):
         env(tmp_path, kept_updates=kept)
+
+
+def test_a_directory_is_pruned_of_old_updates_and_backups_and_their_attributes(
+    tmp_path: Path,
+) -> None:
+    found = env(tmp_path, kept_updates=2)
+    root = tmp_path / "state"
+    kept = [CHECKPOINT, *update(3), *update(4), f"{H}notes.txt"]
+    gone = [f"{CHECKPOINT}.bak", *BACKUPS, *update(1), *update(2), f"{BACKUPS[0]}.attrs"]
+    for key in [*kept, *gone]:
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_text(key)
+    store = retention.store(found)
+    assert store is not None
+    deleted = retention.prune(store, "team-a", found)
+    assert deleted == sorted(key for key in gone if not key.endswith(".attrs"))
+    remaining = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert remaining == sorted(kept)
+
+
+def test_a_backend_that_keeps_everything_needs_no_store(tmp_path: Path) -> None:
+    assert retention.store(env(tmp_path, kept_updates=None, keep_backups=True)) is None
+
+
+def test_a_backend_this_cannot_prune_is_refused_in_one_line(tmp_path: Path) -> None:
+    found = PulumiEnvironment.for_backend(
+        "gs://bucket/prefix", pulumi_home=tmp_path, passphrase="p"
+    )
+    with pytest.raises(ConfigError, match=r"^backend gs://bucket/prefix: bounded history"):
+        retention.store(found)
 
 
 def test_an_s3_url_is_read_as_the_engine_reads_it() -> None:

@@ -1,0 +1,132 @@
+"""Bounded state: after a run's engine update, delete what Pulumi's DIY backend kept of the
+stack beyond the environment's retention, through the blob store the backend itself uses.
+
+Every update adds a whole copy of the checkpoint to the stack's history, and Pulumi never
+removes one (``engine.history``): without this a stack's storage grows by a checkpoint per run
+for ever. What goes is decided by ``engine.history.surplus`` (the updates older than the
+``kept_updates`` newest, and every backup copy unless ``keep_backups``); the checkpoint itself
+is never listed, let alone deleted. The stores: a local directory (files, and the blob
+driver's ``.attrs`` beside each), an S3 bucket (``s3``), a PostgreSQL state table
+(``leasedb``). Any other backend is refused before a run writes anything, unless retention is
+off (``kept_updates=None`` and ``keep_backups``).
+
+``run`` prunes only after an update succeeded, while it still holds the stack (its lease, or
+this process's guard on a file backend): the history then holds that update. A concurrent
+writer (a person's ``pulumi up`` beside a file backend) can only add newer updates, which the
+pruning never names, so a kept update is never deleted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from infercrane_pulumi.automation import backends, leasedb, project, s3
+from infercrane_pulumi.automation.engine import history
+from infercrane_pulumi.automation.engine.process import inherited
+from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.errors import BackendUnavailableError, ConfigError
+
+# The file blob driver keeps an object's attributes in a file of this suffix beside it.
+_ATTRIBUTES = ".attrs"
+
+
+class Store(Protocol):
+    def keys(self, prefix: str) -> list[str]: ...
+
+    def delete(self, keys: Sequence[str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Directory:
+    root: Path
+
+    def keys(self, prefix: str) -> list[str]:
+        folder = self.root / prefix.rpartition("/")[0]
+        try:
+            found = [p for p in folder.rglob("*") if p.is_file()]
+        except OSError as error:
+            raise _unavailable(self.root, error) from None
+        keys = (p.relative_to(self.root).as_posix() for p in found)
+        return sorted(k for k in keys if k.startswith(prefix) and not k.endswith(_ATTRIBUTES))
+
+    def delete(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            try:
+                (self.root / key).unlink(missing_ok=True)
+                (self.root / f"{key}{_ATTRIBUTES}").unlink(missing_ok=True)
+            except OSError as error:
+                raise _unavailable(self.root, error) from None
+
+
+@dataclass(frozen=True)
+class Bucket:
+    where: s3.Bucket
+
+    def keys(self, prefix: str) -> list[str]:
+        return s3.keys(self.where, prefix)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            s3.delete(self.where, key)
+
+
+@dataclass(frozen=True)
+class Table:
+    database: backends.Database
+    prefix: str  # Pulumi keeps a backend's objects under its URL's database name
+
+    def keys(self, prefix: str) -> list[str]:
+        found = leasedb.state_keys(self.database, self.prefix + prefix)
+        return [key.removeprefix(self.prefix) for key in found]
+
+    def delete(self, keys: Sequence[str]) -> None:
+        if keys:
+            leasedb.delete_state_keys(self.database, [self.prefix + key for key in keys])
+
+
+def store(env: PulumiEnvironment) -> Store | None:
+    """The blob store of ``env``'s backend (None: its retention keeps everything);
+    ``ConfigError`` for a store this module cannot prune, before anything is written."""
+    if env.kept_updates is None and env.keep_backups:
+        return None
+    if env.state_dir is not None:
+        return Directory(env.state_dir)
+    url = env.backend
+    if backends.is_postgres(url):
+        database = env.lease_database
+        assert database is not None  # a postgres backend holds its own leases
+        return Table(database, _prefix(url))
+    if urlsplit(url).scheme == s3.SCHEME:
+        # The keys the engine gets: this process's environment, then the backend's variables.
+        return Bucket(s3.bucket(url, {**inherited(os.environ), **env.backend_variables}))
+    raise ConfigError(
+        f"backend {backends.redact(url)}: bounded history is implemented for file://, s3:// "
+        "and postgres:// backends; give kept_updates=None and keep_backups=True to keep all"
+    )
+
+
+def prune(found: Store, stack_name: str, env: PulumiEnvironment) -> list[str]:
+    """Delete what the stack keeps beyond ``env``'s retention; the keys deleted."""
+    layout = history.Layout(project.PROJECT_NAME, stack_name)
+    listed = [
+        *found.keys(layout.history),
+        *found.keys(layout.backups),
+        *found.keys(layout.checkpoint),
+    ]
+    doomed = history.surplus(layout, listed, keep=env.kept_updates, keep_backups=env.keep_backups)
+    found.delete(doomed)
+    return doomed
+
+
+def _prefix(url: str) -> str:
+    path = urlsplit(url).path.strip("/")
+    return f"{path}/" if path else ""
+
+
+def _unavailable(root: Path, error: OSError) -> BackendUnavailableError:
+    return BackendUnavailableError(f"backend {root}: cannot prune its history ({error.strerror})")
