@@ -24,6 +24,7 @@ from infercrane_pulumi.automation.engine import history
 from infercrane_pulumi.errors import ConfigError
 
 DEFAULT_KEPT_UPDATES = 10
+KEEP_ALL = "all"  # $INFERCRANE_KEPT_UPDATES: keep every update, as Pulumi does
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,9 @@ class EnvironmentFlags:
 
 def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> PulumiEnvironment:
     """The environment the flags, else the documented variables, describe; one ``ConfigError``
-    naming everything missing. The kubeconfig is the one kubectl would read: ``$KUBECONFIG``,
-    else ``~/.kube/config`` (``kubeconfigs.from_environment``)."""
+    naming everything missing or malformed. The kubeconfig is the one kubectl would read:
+    ``$KUBECONFIG``, else ``~/.kube/config`` (``kubeconfigs.from_environment``). The state's
+    retention: ``$INFERCRANE_KEPT_UPDATES`` (a count, or ``all``), ``$INFERCRANE_KEEP_BACKUPS``."""
     problems = []
     backend = flags.backend_url or environ.get("PULUMI_BACKEND_URL")
     if not backend:
@@ -154,6 +156,12 @@ def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> 
         problems.append(
             "no passphrase: pass --passphrase-file or set PULUMI_CONFIG_PASSPHRASE(_FILE)"
         )
+    kept_updates = environ.get("INFERCRANE_KEPT_UPDATES", str(DEFAULT_KEPT_UPDATES))
+    if not (kept_updates == KEEP_ALL or kept_updates.isdigit()):
+        problems.append("INFERCRANE_KEPT_UPDATES: a count of updates (0 or more), or all")
+    keep_backups = environ.get("INFERCRANE_KEEP_BACKUPS", "false")
+    if keep_backups not in ("true", "false"):
+        problems.append("INFERCRANE_KEEP_BACKUPS: true or false")
     if problems or backend is None or passphrase is None:
         raise ConfigError(problems)
     bin_dir, pulumi_home = pulumi_paths(flags, environ)
@@ -164,6 +172,8 @@ def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> 
         passphrase=passphrase,
         bin_dir=bin_dir,
         kubeconfig=kubeconfigs.from_environment(environ),
+        kept_updates=None if kept_updates == KEEP_ALL else int(kept_updates),
+        keep_backups=keep_backups == "true",
     )
 
 

@@ -7,8 +7,8 @@ for ever. What goes is decided by ``engine.history.surplus`` (the updates older 
 ``kept_updates`` newest, and every backup copy unless ``keep_backups``); the checkpoint itself
 is never listed, let alone deleted. The stores: a local directory (files, and the blob
 driver's ``.attrs`` beside each), an S3 bucket (``s3``), a PostgreSQL state table
-(``leasedb``). Any other backend is refused before a run writes anything, unless retention is
-off (``kept_updates=None`` and ``keep_backups``).
+(``leasedb``). Another backend (``gs://``, ``azblob://``) is not pruned: the engine writes no
+backups there, but its history grows as Pulumi's does.
 
 ``run`` prunes only after an update succeeded, while it still holds the stack (its lease, or
 this process's guard on a file backend): the history then holds that update. A concurrent
@@ -31,6 +31,7 @@ from infercrane_pulumi.automation.engine.process import inherited
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.errors import BackendUnavailableError, ConfigError
 
+KEEP_ALL_HINT = "INFERCRANE_KEPT_UPDATES=all, or PulumiEnvironment(kept_updates=None)"
 # The file blob driver keeps an object's attributes in a file of this suffix beside it.
 _ATTRIBUTES = ".attrs"
 
@@ -90,8 +91,10 @@ class Table:
 
 
 def store(env: PulumiEnvironment) -> Store | None:
-    """The blob store of ``env``'s backend (None: its retention keeps everything);
-    ``ConfigError`` for a store this module cannot prune, before anything is written."""
+    """The blob store of ``env``'s backend; None when nothing needs pruning (retention off) or
+    this module has no way to the backend (``gs://``, ``azblob://``: their history grows as
+    Pulumi's does). An S3 backend without keys in the environment is a ``ConfigError``, before
+    anything is written: its history would grow unseen."""
     if env.kept_updates is None and env.keep_backups:
         return None
     if env.state_dir is not None:
@@ -101,13 +104,15 @@ def store(env: PulumiEnvironment) -> Store | None:
         database = env.lease_database
         assert database is not None  # a postgres backend holds its own leases
         return Table(database, _prefix(url))
-    if urlsplit(url).scheme == s3.SCHEME:
+    if urlsplit(url).scheme != s3.SCHEME:
+        return None
+    try:
         # The keys the engine gets: this process's environment, then the backend's variables.
         return Bucket(s3.bucket(url, {**inherited(os.environ), **env.backend_variables}))
-    raise ConfigError(
-        f"backend {backends.redact(url)}: bounded history is implemented for file://, s3:// "
-        "and postgres:// backends; give kept_updates=None and keep_backups=True to keep all"
-    )
+    except ConfigError as error:
+        if env.kept_updates is None:
+            return None  # no update is pruned; the engine writes no backups, one .bak stays
+        raise ConfigError(f"{error.problems[0]}; or keep every update ({KEEP_ALL_HINT})") from None
 
 
 def prune(found: Store, stack_name: str, env: PulumiEnvironment) -> list[str]:

@@ -3,6 +3,7 @@ the engine told to write no backups, and the stores a backend URL is pruned thro
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,12 @@ import pytest
 
 from infercrane_pulumi.automation import retention, s3
 from infercrane_pulumi.automation.engine import history
-from infercrane_pulumi.automation.environment import DEFAULT_KEPT_UPDATES, PulumiEnvironment
+from infercrane_pulumi.automation.environment import (
+    DEFAULT_KEPT_UPDATES,
+    EnvironmentFlags,
+    PulumiEnvironment,
+    resolve_environment,
+)
 from infercrane_pulumi.errors import ConfigError
 
 LAYOUT = history.Layout("infercrane", "team-a")
@@ -129,12 +135,27 @@ def test_a_backend_that_keeps_everything_needs_no_store(tmp_path: Path) -> None:
     assert retention.store(env(tmp_path, kept_updates=None, keep_backups=True)) is None
 
 
-def test_a_backend_this_cannot_prune_is_refused_in_one_line(tmp_path: Path) -> None:
-    found = PulumiEnvironment.for_backend(
-        "gs://bucket/prefix", pulumi_home=tmp_path, passphrase="p"
+def test_a_backend_without_a_store_here_is_left_to_pulumi(tmp_path: Path) -> None:
+    for url in ("gs://bucket/prefix", "azblob://container"):
+        found = PulumiEnvironment.for_backend(url, pulumi_home=tmp_path, passphrase="p")
+        assert retention.store(found) is None
+
+
+def test_an_s3_backend_without_keys_is_refused_unless_every_update_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    url = "s3://state?region=us-east-1"
+    bounded = PulumiEnvironment.for_backend(url, pulumi_home=tmp_path, passphrase="p")
+    with pytest.raises(ConfigError) as raised:
+        retention.store(bounded)
+    assert raised.value.problems == (
+        "backend s3://state: pruning its history needs AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY in the environment (profiles and instance roles are not read); "
+        f"or keep every update ({retention.KEEP_ALL_HINT})",
     )
-    with pytest.raises(ConfigError, match=r"^backend gs://bucket/prefix: bounded history"):
-        retention.store(found)
+    unbounded = dataclasses.replace(bounded, kept_updates=None)
+    assert retention.store(unbounded) is None
 
 
 def test_an_s3_url_is_read_as_the_engine_reads_it() -> None:
@@ -164,3 +185,32 @@ def test_an_s3_backend_without_keys_in_the_environment_is_refused_in_one_line() 
         s3.bucket("s3://state?region=us-east-1", {"AWS_SECRET_ACCESS_KEY": "secret"})
     assert len(raised.value.problems) == 1
     assert "secret" not in str(raised.value)
+
+
+BASE = {"PULUMI_BACKEND_URL": "file:///state", "PULUMI_CONFIG_PASSPHRASE": "p"}
+
+
+@pytest.mark.parametrize(
+    ("given", "kept", "backups"),
+    [
+        ({}, DEFAULT_KEPT_UPDATES, False),
+        ({"INFERCRANE_KEPT_UPDATES": "3", "INFERCRANE_KEEP_BACKUPS": "true"}, 3, True),
+        ({"INFERCRANE_KEPT_UPDATES": "0"}, 0, False),
+        ({"INFERCRANE_KEPT_UPDATES": "all"}, None, False),
+    ],
+)
+def test_the_command_line_takes_the_retention_from_its_variables(
+    given: dict[str, str], kept: int | None, backups: bool
+) -> None:
+    found = resolve_environment(EnvironmentFlags(), BASE | given)
+    assert (found.kept_updates, found.keep_backups) == (kept, backups)
+
+
+def test_a_malformed_retention_is_one_line_each() -> None:
+    wrong = {"INFERCRANE_KEPT_UPDATES": "-1", "INFERCRANE_KEEP_BACKUPS": "yes"}
+    with pytest.raises(ConfigError) as raised:
+        resolve_environment(EnvironmentFlags(), BASE | wrong)
+    assert raised.value.problems == (
+        "INFERCRANE_KEPT_UPDATES: a count of updates (0 or more), or all",
+        "INFERCRANE_KEEP_BACKUPS: true or false",
+    )
