@@ -168,17 +168,17 @@ def unlock(connection: Connection, key: int) -> None:
         connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
-def state_keys(database: backends.Database, prefix: str) -> list[str]:
-    """The keys of the Pulumi state table that begin with ``prefix``, in order."""
+def state_keys(database: backends.Database, prefixes: Sequence[str]) -> list[str]:
+    """The keys of the Pulumi state table that begin with any of ``prefixes``, in order."""
     shown = backends.redact(database.url)
     # LIKE, for the table's own index on keys (text_pattern_ops), with its wildcards escaped.
-    pattern = re.sub(r"([\\%_])", r"\\\1", prefix) + "%"
-    statement = sql.SQL("SELECT key FROM {} WHERE key LIKE %s ORDER BY key").format(
+    patterns = [re.sub(r"([\\%_])", r"\\\1", prefix) + "%" for prefix in prefixes]
+    statement = sql.SQL("SELECT key FROM {} WHERE key LIKE ANY(%s) ORDER BY key").format(
         _table(database)
     )
     with connect(database) as connection:
         try:
-            return [str(row[0]) for row in connection.execute(statement, (pattern,))]
+            return [str(row[0]) for row in connection.execute(statement, (patterns,))]
         except psycopg.Error as error:
             raise _query_error(error, shown) from None
 

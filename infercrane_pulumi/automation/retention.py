@@ -37,7 +37,7 @@ _ATTRIBUTES = ".attrs"
 
 
 class Store(Protocol):
-    def keys(self, prefix: str) -> list[str]: ...
+    def keys(self, prefixes: Sequence[str]) -> list[str]: ...
 
     def delete(self, keys: Sequence[str]) -> None: ...
 
@@ -46,14 +46,17 @@ class Store(Protocol):
 class Directory:
     root: Path
 
-    def keys(self, prefix: str) -> list[str]:
-        folder = self.root / prefix.rpartition("/")[0]
-        try:
-            found = [p for p in folder.rglob("*") if p.is_file()]
-        except OSError as error:
-            raise _unavailable(self.root, error) from None
-        keys = (p.relative_to(self.root).as_posix() for p in found)
-        return sorted(k for k in keys if k.startswith(prefix) and not k.endswith(_ATTRIBUTES))
+    def keys(self, prefixes: Sequence[str]) -> list[str]:
+        found: list[str] = []
+        for prefix in prefixes:
+            folder = self.root / prefix.rpartition("/")[0]
+            try:
+                files = [p for p in folder.rglob("*") if p.is_file()]
+            except OSError as error:
+                raise _unavailable(self.root, error) from None
+            keys = (p.relative_to(self.root).as_posix() for p in files)
+            found.extend(k for k in keys if k.startswith(prefix) and not k.endswith(_ATTRIBUTES))
+        return found
 
     def delete(self, keys: Sequence[str]) -> None:
         for key in keys:
@@ -68,8 +71,8 @@ class Directory:
 class Bucket:
     where: s3.Bucket
 
-    def keys(self, prefix: str) -> list[str]:
-        return s3.keys(self.where, prefix)
+    def keys(self, prefixes: Sequence[str]) -> list[str]:
+        return [key for prefix in prefixes for key in s3.keys(self.where, prefix)]
 
     def delete(self, keys: Sequence[str]) -> None:
         for key in keys:
@@ -81,8 +84,8 @@ class Table:
     database: backends.Database
     prefix: str  # Pulumi keeps a backend's objects under its URL's database name
 
-    def keys(self, prefix: str) -> list[str]:
-        found = leasedb.state_keys(self.database, self.prefix + prefix)
+    def keys(self, prefixes: Sequence[str]) -> list[str]:
+        found = leasedb.state_keys(self.database, [self.prefix + p for p in prefixes])
         return [key.removeprefix(self.prefix) for key in found]
 
     def delete(self, keys: Sequence[str]) -> None:
@@ -118,11 +121,7 @@ def store(env: PulumiEnvironment) -> Store | None:
 def prune(found: Store, stack_name: str, env: PulumiEnvironment) -> list[str]:
     """Delete what the stack keeps beyond ``env``'s retention; the keys deleted."""
     layout = history.Layout(project.PROJECT_NAME, stack_name)
-    listed = [
-        *found.keys(layout.history),
-        *found.keys(layout.backups),
-        *found.keys(layout.checkpoint),
-    ]
+    listed = found.keys([layout.history, layout.backups, layout.checkpoint])
     doomed = history.surplus(layout, listed, keep=env.kept_updates, keep_backups=env.keep_backups)
     found.delete(doomed)
     return doomed
