@@ -4,7 +4,8 @@ pruned by its next update, and from then on holds its checkpoint and its newest
 
 Every claim is read behind the product's back: the state directory's files, the S3 server's
 own directory, the PostgreSQL table's rows; and ``pulumi stack history`` lists the kept
-updates. The state's bytes per run, before and after the bound, are printed.
+updates. The state's bytes per run, before and after the bound, are printed. The layout it
+relies on is Pulumi's own (engine contract 12), so it runs on each CLI the docs name.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from infercrane_dev.statestores.s3 import S3Server
 from infercrane_pulumi import automation
 from infercrane_pulumi.automation import project, stacks
 from infercrane_pulumi.automation.engine import history, process
-from tests.conformance.harness import Harness, intent, show
+from tests.conformance.harness import ENGINE_CLIS, Harness, intent, show
 
 pytestmark = pytest.mark.conformance
 
@@ -106,6 +107,7 @@ def stack_history(
     return listed
 
 
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
 def test_a_stack_keeps_its_checkpoint_and_its_newest_updates_and_no_backup(
     harness: Harness, state: State, tmp_path: Path, pytestconfig: pytest.Config
 ) -> None:
