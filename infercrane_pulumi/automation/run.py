@@ -24,6 +24,9 @@ On a backend with stack leases (``leases``: PostgreSQL state, or another shared 
 a lease database) the whole run, from reading the applied intents to the engine's end, holds
 the stack's lease; a Pulumi lock found under it is stale and broken, and a run whose lease is
 lost is stopped and fails retryably (``BackendUnavailableError``).
+
+Last, once an update or a destroy succeeded and its deletions are done, and while the stack is
+still held, the stack's history is pruned to the environment's retention (``retention``).
 """
 
 from __future__ import annotations
@@ -163,7 +166,6 @@ def run(
             findings=findings,
             options=options,
             lease=lease,
-            store=store,
             on_event=record,
         )
         if operation == "up":
@@ -171,6 +173,10 @@ def run(
             # events report each removed key, and a refresh never drops what it must
             # forget. A run killed in between leaves them marked: the next run deletes them.
             deletion.delete_all(cluster, config.kubernetes, plan.deletions)
+        if store is not None:
+            # The update succeeded and the caller still holds the stack; last, so that a
+            # store failing here leaves nothing of the run undone.
+            retention.prune(store, stack.name, env)
     except RunFailedError as error:
         try:
             cluster.version()
@@ -212,7 +218,6 @@ def _engine(
     findings: tuple[Finding, ...],
     options: RunOptions,
     lease: leases.Lease | None,
-    store: retention.Store | None,
     on_event: EventHandler,
 ) -> None:
     """Engine attempts until one is not refused as busy. Without a lease: what a dead run
@@ -220,9 +225,7 @@ def _engine(
     Under the stack's lease no live replica runs the stack, so a Pulumi lock met is a dead
     one's and is broken (after the lease's fence), once; every process of the run carries the
     lease's marker, and a run whose lease was lost (and was stopped) fails retryably, the one
-    that lost it after the engine finished too (the retry finds the work done). Once an update
-    succeeded, and while the stack is still held, its history is pruned (``store``:
-    ``retention``)."""
+    that lost it after the engine finished too (the retry finds the work done)."""
     deadline = time.monotonic() + options.wait_seconds
     variables: Mapping[str, str] | None = None if lease is None else lease.variables
     broken = False
@@ -263,6 +266,4 @@ def _engine(
             raise
         if lease is not None:
             lease.check()
-        if store is not None:
-            retention.prune(store, stack.name, env)
         return
