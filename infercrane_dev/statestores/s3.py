@@ -9,14 +9,10 @@ environment only (``variables``), never a command line. ``stop`` removes the dir
 from __future__ import annotations
 
 import contextlib
-import datetime
-import hashlib
-import hmac
 import http.client
 import secrets
 import shutil
 import tempfile
-import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +25,7 @@ from infercrane_dev.localcluster.processes import (
     wait_until_ready,
 )
 from infercrane_dev.toolchain import find_binary
+from infercrane_pulumi.automation import s3 as signed
 from infercrane_pulumi.naming import PROJECT_NAME
 
 BUCKET = "infercrane-state"
@@ -40,7 +37,6 @@ READY_SECONDS = 30.0
 # deletes a lock under <this>/<stack>/ in every run of every stack, so this prefix is put as a
 # directory object once, and no run's cleanup removes what another run's put is creating.
 KEPT_PREFIX = f".pulumi/locks/organization/{PROJECT_NAME}/"
-EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 @dataclass
@@ -100,36 +96,10 @@ class S3Server:
 
     def request(self, method: str, key: str) -> int:
         """``method`` (PUT or DELETE) on the object ``key`` with an empty body (a PUT of a key
-        ending in ``/`` is a directory object), signed with AWS Signature Version 4 as the root
-        account; the status it answered."""
-        now = datetime.datetime.now(datetime.UTC)
-        stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-        path = "/" + urllib.parse.quote(f"{BUCKET}/{key}", safe="/-_.~")
-        host = f"{LOOPBACK}:{self.port}"
-        headers = {"host": host, "x-amz-content-sha256": EMPTY_SHA256, "x-amz-date": stamp}
-        signed = ";".join(sorted(headers))
-        lines = [f"{name}:{headers[name]}" for name in sorted(headers)]
-        canonical = "\n".join([method, path, "", *lines, "", signed, EMPTY_SHA256])
-        scope = f"{day}/{REGION}/s3/aws4_request"
-        to_sign = "\n".join(
-            ["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()]
-        )
-        key_bytes = ("AWS4" + self.secret_key).encode()
-        for part in (day, REGION, "s3", "aws4_request"):
-            key_bytes = hmac.new(key_bytes, part.encode(), hashlib.sha256).digest()
-        signature = hmac.new(key_bytes, to_sign.encode(), hashlib.sha256).hexdigest()
-        headers["authorization"] = (
-            f"AWS4-HMAC-SHA256 Credential={self.access_key}/{scope}, "
-            f"SignedHeaders={signed}, Signature={signature}"
-        )
-        connection = http.client.HTTPConnection(LOOPBACK, self.port, timeout=10)
-        try:
-            connection.request(method, path, body=b"", headers=headers)
-            answer = connection.getresponse()
-            answer.read()  # its body may echo the request: only the status is kept
-            return answer.status
-        finally:
-            connection.close()
+        ending in ``/`` is a directory object), signed as the root account by the product's
+        own S3 door; the status it answered (its body may echo the request: not kept)."""
+        status, _ = signed.request(signed.bucket(self.url, self.variables), method, key, {})
+        return status
 
     def _answers(self) -> bool:
         connection = http.client.HTTPConnection(LOOPBACK, self.port, timeout=2)

@@ -6,6 +6,8 @@ but a local directory must name a PostgreSQL database for them, because a run co
 alone only on proof: the stack's locks it reads (``engine.locks``: only a local directory's can
 be read here) or the stack's lease. Passwords never stay in a URL: the engine reads them from
 the variables its backend driver knows (``backends``).
+How much of a stack's past the backend keeps is set here too (``kept_updates``,
+``keep_backups``; ``retention`` enforces it).
 ``resolve_environment`` is the one place where flags and the documented environment variables
 become a ``PulumiEnvironment`` (the command line's resolution).
 """
@@ -21,7 +23,11 @@ from urllib.parse import unquote, urlparse
 
 from infercrane_pulumi import kubeconfigs
 from infercrane_pulumi.automation import backends
+from infercrane_pulumi.automation.engine import history
 from infercrane_pulumi.errors import ConfigError
+
+DEFAULT_KEPT_UPDATES = 10
+KEEP_ALL = "all"  # $INFERCRANE_KEPT_UPDATES: keep every update, as Pulumi does
 
 
 @dataclass(frozen=True)
@@ -49,10 +55,23 @@ class PulumiEnvironment:
     # exactly-ours objects), so nothing is duplicated. Objects created by the killed run and
     # removed from the intents before any successful run stay behind as ``orphaned``.
     skip_checkpoints: bool = True
+    # How many of a stack's updates its history keeps (None: every one, as Pulumi does). Each
+    # holds a whole copy of the checkpoint, so a stack stores at most this many plus one; older
+    # ones are deleted after each successful update (``retention``). Ten: enough to read what
+    # the last few rollout steps did (`pulumi stack history`) and to restore the state of
+    # any of them by hand, at 11 checkpoints per stack (about 260 MB at 1,000 intents).
+    kept_updates: int | None = DEFAULT_KEPT_UPDATES
+    # Pulumi's own backup copies of the checkpoint (.pulumi/backups, <checkpoint>.bak):
+    # another copy per update, never read back by anything; off unless asked for.
+    keep_backups: bool = False
 
     def __post_init__(self) -> None:
         if (self.state_dir is None) == (self.backend_url is None):
             raise ValueError("give exactly one of state_dir (file backend) and backend_url")
+        if self.kept_updates is not None and (
+            isinstance(self.kept_updates, bool) or self.kept_updates < 0
+        ):
+            raise ValueError("kept_updates must be a count of updates (0 or more), or None")
         if self.backend_url is not None and self.backend_url != backends.redact(self.backend_url):
             raise ValueError("backend_url holds a password: use PulumiEnvironment.for_backend")
         # Without its locks in sight, a run would count itself alone while another replica
@@ -115,6 +134,7 @@ class PulumiEnvironment:
             "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
         }
         variables.update(self.backend_variables)
+        variables.update(history.variables(keep_backups=self.keep_backups))
         if self.skip_checkpoints:
             variables["PULUMI_SKIP_CHECKPOINTS"] = "true"
         if self.bin_dir is not None:
@@ -135,8 +155,9 @@ class EnvironmentFlags:
 
 def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> PulumiEnvironment:
     """The environment the flags, else the documented variables, describe; one ``ConfigError``
-    naming everything missing. The kubeconfig is the one kubectl would read: ``$KUBECONFIG``,
-    else ``~/.kube/config`` (``kubeconfigs.from_environment``)."""
+    naming everything missing or malformed. The kubeconfig is the one kubectl would read:
+    ``$KUBECONFIG``, else ``~/.kube/config`` (``kubeconfigs.from_environment``). The state's
+    retention: ``$INFERCRANE_KEPT_UPDATES`` (a count, or ``all``), ``$INFERCRANE_KEEP_BACKUPS``."""
     problems = []
     backend = flags.backend_url or environ.get("PULUMI_BACKEND_URL")
     if not backend:
@@ -152,6 +173,12 @@ def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> 
         problems.append(
             "no passphrase: pass --passphrase-file or set PULUMI_CONFIG_PASSPHRASE(_FILE)"
         )
+    kept_updates = environ.get("INFERCRANE_KEPT_UPDATES", str(DEFAULT_KEPT_UPDATES))
+    if not (kept_updates == KEEP_ALL or kept_updates.isdigit()):
+        problems.append("INFERCRANE_KEPT_UPDATES: a count of updates (0 or more), or all")
+    keep_backups = environ.get("INFERCRANE_KEEP_BACKUPS", "false")
+    if keep_backups not in ("true", "false"):
+        problems.append("INFERCRANE_KEEP_BACKUPS: true or false")
     if problems or backend is None or passphrase is None:
         raise ConfigError(problems)
     bin_dir, pulumi_home = pulumi_paths(flags, environ)
@@ -162,6 +189,8 @@ def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> 
         passphrase=passphrase,
         bin_dir=bin_dir,
         kubeconfig=kubeconfigs.from_environment(environ),
+        kept_updates=None if kept_updates == KEEP_ALL else int(kept_updates),
+        keep_backups=keep_backups == "true",
     )
 
 

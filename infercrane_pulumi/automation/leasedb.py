@@ -1,4 +1,5 @@
-"""The lease database's door: the only importer of ``psycopg``.
+"""The lease database's door: the only importer of ``psycopg``; also the door to a PostgreSQL
+backend's state table, for pruning its history (``retention``).
 
 Connections tuned so that a lost peer is noticed in seconds on both sides (client keepalives
 and a user timeout; the server's per-session keepalives), the advisory-lock statements a lease
@@ -10,11 +11,13 @@ The lease protocol itself (who may run a stack, heartbeats, fencing) is ``leases
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import TupleRow
 
 from infercrane_pulumi.automation import backends
@@ -163,3 +166,35 @@ def unlock(connection: Connection, key: int) -> None:
     """Release the advisory lock ``key``; a connection already gone released it."""
     with contextlib.suppress(psycopg.Error):
         connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def state_keys(database: backends.Database, prefixes: Sequence[str]) -> list[str]:
+    """The keys of the Pulumi state table that begin with any of ``prefixes``, in order."""
+    shown = backends.redact(database.url)
+    # LIKE, for the table's own index on keys (text_pattern_ops), with its wildcards escaped.
+    patterns = [re.sub(r"([\\%_])", r"\\\1", prefix) + "%" for prefix in prefixes]
+    statement = sql.SQL("SELECT key FROM {} WHERE key LIKE ANY(%s) ORDER BY key").format(
+        _table(database)
+    )
+    with connect(database) as connection:
+        try:
+            return [str(row[0]) for row in connection.execute(statement, (patterns,))]
+        except psycopg.Error as error:
+            raise _query_error(error, shown) from None
+
+
+def delete_state_keys(database: backends.Database, keys: Sequence[str]) -> None:
+    """Delete these keys of the Pulumi state table, in one statement."""
+    shown = backends.redact(database.url)
+    statement = sql.SQL("DELETE FROM {} WHERE key = ANY(%s)").format(_table(database))
+    with connect(database) as connection:
+        try:
+            connection.execute(statement, (list(keys),))
+        except psycopg.Error as error:
+            raise _query_error(error, shown) from None
+
+
+def _table(database: backends.Database) -> sql.Composable:
+    """The state table as Pulumi names it (``backends`` allows ``schema.table``)."""
+    # Pulumi interpolates it unquoted, so PostgreSQL folds it to lower case.
+    return sql.Identifier(*database.table.lower().split("."))

@@ -24,6 +24,9 @@ On a backend with stack leases (``leases``: PostgreSQL state, or another shared 
 a lease database) the whole run, from reading the applied intents to the engine's end, holds
 the stack's lease; a Pulumi lock found under it is stale and broken, and a run whose lease is
 lost is stopped and fails retryably (``BackendUnavailableError``).
+
+Last, once an update or a destroy succeeded and its deletions are done, and while the stack is
+still held, the stack's history is pruned to the environment's retention (``retention``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 from pulumi import automation as auto
 
 from infercrane_pulumi import kubeconfigs, naming, workloads
-from infercrane_pulumi.automation import engine, leases, project, results, stacks
+from infercrane_pulumi.automation import engine, leases, project, results, retention, stacks
 from infercrane_pulumi.automation.attempt import attempt
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
@@ -120,6 +123,9 @@ def run(
         desired, stack=naming.stack_identity(project.PROJECT_NAME, stack.name)
     )
     findings: tuple[Finding, ...] = ()
+    # Where an update's history is pruned, known before anything is written: a backend this
+    # cannot prune is refused here.
+    store = retention.store(env) if operation != "preview" else None
     if operation == "destroy":
         options = dataclasses.replace(options, policy_pack=None)  # it judges nothing
     else:
@@ -167,6 +173,10 @@ def run(
             # events report each removed key, and a refresh never drops what it must
             # forget. A run killed in between leaves them marked: the next run deletes them.
             deletion.delete_all(cluster, config.kubernetes, plan.deletions)
+        if store is not None:
+            # The update succeeded and the caller still holds the stack; last, so that a
+            # store failing here leaves nothing of the run undone.
+            retention.prune(store, stack.name, env)
     except RunFailedError as error:
         try:
             cluster.version()

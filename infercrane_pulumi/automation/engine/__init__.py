@@ -47,6 +47,9 @@ happens without it:
     ``INFERCRANE_PULUMI_CONFIG_FILE`` and its JSON (``config``, ``secretKeys``), defined in
     ``program.py`` and in ``hack/tools/pulumi-language-python/main.go``. Otherwise a person's
     ``pulumi up`` reads its configuration from Pulumi's own variable (at most 128 KiB).
+12. The DIY backends' history, backup and ``.bak`` names, kept in the backend itself, and the
+    variables that turn backups off (``history``). A name in another layout is never
+    deleted: the history grows as Pulumi's does.
 
 Where each row is proven (docs/reference/engine-contracts.md names each test):
 ``tests/conformance/test_engine_contracts.py`` proves rows 4 and 6 (by what the run did, never
