@@ -3,9 +3,9 @@ calls, and a kill at a point of the engine's event log.
 
 ``python -m tests.conformance.faults.driver <spec.json>`` is the conformance replica process
 (its spec, its own workspace and PULUMI_HOME on a shared backend, one JSON call per line on
-stdin), answering three more calls: ``apply`` (``ensure``, answering also whether the run was
-a verified no-op), ``destroy`` and ``export`` (the stack's state through the Automation API:
-its pending operations, the Kubernetes objects it records).
+stdin), answering four more calls: ``apply`` (``ensure``, answering also whether the run was
+a verified no-op), ``remove`` (one key), ``destroy`` and ``export`` (the stack's state through
+the Automation API: its pending operations, the Kubernetes objects it records).
 
 ``Driver`` is the test's side. Each run of the run path writes the engine's event log in a
 private directory under the process's TMPDIR (``automation.run._attempt``); the driver's TMPDIR
@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -92,8 +93,8 @@ def _export(stack: NamespaceStack) -> dict[str, Any]:
 
 
 def answer(call: Mapping[str, Any], stack: Callable[[str], NamespaceStack]) -> dict[str, Any]:
-    """The replica's answer, with ``apply``, ``destroy`` and ``export``."""
-    if call["op"] not in ("apply", "destroy", "export"):
+    """The replica's answer, with ``apply``, ``remove``, ``destroy`` and ``export``."""
+    if call["op"] not in ("apply", "remove", "destroy", "export"):
         return _pass_on(call, stack)
     chosen = stack(call["namespace"])
     chosen.wait_seconds = call.get("wait", 0.0)
@@ -103,6 +104,8 @@ def answer(call: Mapping[str, Any], stack: Callable[[str], NamespaceStack]) -> d
             return _export(chosen)
         if call["op"] == "destroy":
             return _result(chosen.destroy())
+        if call["op"] == "remove":
+            return _result(chosen.remove(call["key"]))
         intents = [ReplicaIntent.model_validate(entry) for entry in call["intents"]]
         return _result(chosen.ensure(intents))
     except InferCraneError as error:
@@ -199,11 +202,18 @@ class Driver(Replica):
         )
         self.answer()  # ready
 
-    def ended_without_answer(self) -> bool:
-        """After a kill: whether the call in progress never answered (it was cut short)."""
+    def answered(self) -> bool:
+        """Whether the call in progress has answered (its line waits on stdout, unread)."""
+        assert self.process.stdout is not None
+        return bool(select.select([self.process.stdout], [], [], 0)[0])
+
+    def answer_after_kill(self) -> dict[str, Any] | None:
+        """After a kill: the answer of the call in progress, None if it was cut short."""
         self.process.wait(timeout=30)
         assert self.process.stdout is not None
-        return self.process.stdout.readline() == ""
+        line = self.process.stdout.readline()
+        answer: dict[str, Any] | None = json.loads(line) if line else None
+        return answer
 
 
 # -- kill points ------------------------------------------------------------------------------
@@ -249,6 +259,7 @@ class Kill:
     processes: dict[int, int | None] = field(default_factory=dict)  # pid: its start time
     seen: list[str] = field(default_factory=list)  # every event read before the kill
     engine_done: bool = False  # the engine had logged its summary: it had run every step
+    answer: dict[str, Any] | None = None  # the call's own answer, when it came before the kill
 
     @property
     def landed(self) -> bool:
@@ -307,8 +318,13 @@ def kill_at(
         hold["holdAfter"] = naming.object_name(key)
     driver.send(call["op"], **{k: v for k, v in call.items() if k != "op"}, **hold)
     deadline = time.monotonic() + timeout
+    # A call may answer without starting the engine (a verified no-op, a refusal): no run.
     run_dir = wait_for(
-        lambda: next(driver.tmp.glob("infercrane-run-*"), None) or driver.process.poll(),
+        lambda: (
+            next(driver.tmp.glob("infercrane-run-*"), None)
+            or driver.process.poll()
+            or driver.answered()
+        ),
         timeout=timeout,
         what=f"the engine run of {driver.name} to start",
     )
@@ -330,7 +346,8 @@ def kill_at(
     if not fired.is_set():  # the run ended (or hung) before the point: stop it all the same
         fired.set()
         kill.processes = kill_tree(driver.process.pid)
-    if not driver.ended_without_answer():
+    kill.answer = driver.answer_after_kill()
+    if kill.answer is not None:
         kill.after = ""  # the call answered before it was killed: the point was not reached
     # As after a host's death: none of them is left, not even waiting to be reaped (PID 1 here
     # reaps orphans about 2s late, and the file backend's lock of a zombie looks held).
