@@ -202,6 +202,14 @@ class Driver(Replica):
         )
         self.answer()  # ready
 
+    def held(self) -> str | None:
+        """Where the driver holds the run of the call in progress (``hold``), None if it does
+        not."""
+        try:
+            return (self.tmp / HELD_MARK).read_text() or None
+        except FileNotFoundError:
+            return None
+
     def answered(self) -> bool:
         """Whether the call in progress has answered (its line waits on stdout, unread)."""
         assert self.process.stdout is not None
@@ -306,33 +314,31 @@ def kill_at(
         if not point.held and point.matches(event):
             fire(kill.seen[-1])
 
-    def held() -> str | None:
-        try:
-            return (driver.tmp / HELD_MARK).read_text() or None
-        except FileNotFoundError:
-            return None
-
     hold: dict[str, str] = {"hold": point.held} if point.held else {}
     if point.held == "after-apply":
         key = ReplicaIntent.model_validate(call["intents"][-1]).external_key
         hold["holdAfter"] = naming.object_name(key)
     driver.send(call["op"], **{k: v for k, v in call.items() if k != "op"}, **hold)
     deadline = time.monotonic() + timeout
-    # A call may answer without starting the engine (a verified no-op, a refusal): no run.
+    # A call may answer without starting the engine (a verified no-op, a refusal), and a
+    # destroy is held before its deletes, which come before its engine run: no run directory.
     run_dir = wait_for(
         lambda: (
             next(driver.tmp.glob("infercrane-run-*"), None)
+            or driver.held()
             or driver.process.poll()
             or driver.answered()
         ),
         timeout=timeout,
         what=f"the engine run of {driver.name} to start",
     )
-    if isinstance(run_dir, Path):
+    if isinstance(run_dir, str):  # held before any engine run
+        fire(f"held: {run_dir}")
+    elif isinstance(run_dir, Path):
         tail = engine.Tail(run_dir / "events.jsonl", on_event, cli="(the suite's)")
         try:  # until the point, or the run's end (its private directory goes with it)
             while not fired.wait(0.1) and time.monotonic() < deadline:
-                if (where := held()) is not None:  # before-deletes: after the run directory
+                if (where := driver.held()) is not None:  # an up's before-deletes: after its run
                     if where.startswith(APPLIED):  # the point's claim, read back as admin
                         kind, name = where.removeprefix(APPLIED).split("/")
                         assert admin.get(kinds.KINDS[kind], namespace, name) is not None, where
