@@ -4,8 +4,9 @@ Objects come verbatim from the workload-API table, marked with the identity of t
 applies them; each is registered under the Pulumi type token its kind names, as
 ``<component>-<kind>``, with ``retainOnDelete``: the engine deletes by name, so it never
 deletes an object of ours; the ownership rule deletes them, each by its checked uid
-(``cluster.deletion``), and the engine only forgets. This module decides nothing about the
-objects and never reads the cluster.
+(``cluster.deletion``), and the engine only forgets (the program binds each component to its
+delete hook for a person's destroy: ``program.DELETE_HOOK``). This module decides nothing about
+the objects and never reads the cluster.
 """
 
 from __future__ import annotations

@@ -105,6 +105,15 @@ class StackBusyError(InferCraneError):
     retryable = True
 
 
+class UnsettledStateError(InferCraneError):
+    """The stack's state holds replicas its last successful run did not record (a run failed or
+    was stopped midway), so a call that keeps "what the stack applied" cannot know it; nothing
+    was changed. Retryable: the next ``ensure`` of the desired set settles the state."""
+
+    code = "state-unsettled"
+    retryable = True
+
+
 class RunFailedError(InferCraneError):
     """A Pulumi operation failed for a reason the program did not report itself."""
 
@@ -150,6 +159,7 @@ ERRORS: Mapping[str, type[InferCraneError]] = {
         BackendUnavailableError,
         BackendRefusedError,
         StackBusyError,
+        UnsettledStateError,
         RunFailedError,
         EngineUnsupportedError,
         DamagedStateError,
@@ -172,6 +182,7 @@ EXIT_CODES: Mapping[str, int] = {
     BackendUnavailableError.code: EXIT_UNAVAILABLE,
     BackendRefusedError.code: EXIT_FAILED,
     StackBusyError.code: EXIT_BUSY,
+    UnsettledStateError.code: EXIT_BUSY,
     RunFailedError.code: EXIT_FAILED,
     EngineUnsupportedError.code: EXIT_FAILED,
     DamagedStateError.code: EXIT_FAILED,

@@ -27,7 +27,7 @@ from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
 from infercrane_pulumi.config_files import plain_kubeconfig_problems
 from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.errors import ConfigError, InferCraneError
+from infercrane_pulumi.errors import ConfigError, DamagedStateError, InferCraneError
 from infercrane_pulumi.intents import CONFIG_NAMESPACE, KUBERNETES_KEY, StackConfig
 from infercrane_pulumi.policy.rules import Finding, enforce
 
@@ -36,6 +36,13 @@ from infercrane_pulumi.policy.rules import Finding, enforce
 Judge = Callable[[StackConfig], "workloads.Rendered"]
 Preflight = Callable[["workloads.Rendered"], None]
 Report = Callable[[InferCraneError], None]
+# What the engine's deletion of a key's component does to its objects: given the run's
+# configuration and the component's recorded key.
+OnDelete = Callable[[StackConfig, str], None]
+# The one delete hook every component carries, by name: the engine records the name with the
+# component and, for a destroy, refuses to run without a program that registers it
+# (``pulumi destroy`` without ``--run-program`` then deletes nothing and forgets nothing).
+DELETE_HOOK = "infercrane-delete-by-uid"
 HOST_CONFIG_FILE_ENV = "INFERCRANE_PULUMI_CONFIG_FILE"
 # pulumi-kubernetes reads it from its own environment and forces every apply when "true".
 PATCH_FORCE = "PULUMI_K8S_ENABLE_PATCH_FORCE"
@@ -69,6 +76,7 @@ def build_program(
     judge: Judge,
     *,
     kubeconfig: Path | str | None,
+    on_delete: OnDelete,
     carried: Carried | None = None,
     report: Report | None = None,
 ) -> Callable[[], None]:
@@ -76,7 +84,8 @@ def build_program(
     ``carried`` keys exported as recorded, and every refusal handed to ``report`` before it
     fails the run. ``kubeconfig``: the one its driver gives a stack that names none
     (``kubeconfigs.resolved``), for this run alone: several runs are served from one process
-    at once."""
+    at once. ``on_delete``: what the engine's deletion of a key's component does (a driver
+    deletes by itself: nothing; a person's run: ``delete_objects``)."""
 
     def program() -> None:
         try:
@@ -86,6 +95,7 @@ def build_program(
             if report is not None:
                 report(error)
             raise pulumi.RunError(describe(error)) from error
+        hook = delete_hook(lambda key: on_delete(config, key))
         provider = stack_provider(config.kubernetes)
         kept = {} if carried is None else carried.records_for(config)
         replicas = {
@@ -96,6 +106,7 @@ def build_program(
                 intent=intent,
                 objects=rendered.objects[intent.external_key],
                 provider=provider,
+                opts=pulumi.ResourceOptions(hooks=pulumi.ResourceHookBinding(before_delete=[hook])),
             ).outputs()
             for intent in config.replicas
         }
@@ -107,6 +118,37 @@ def build_program(
         pulumi.export(records.REPLICAS_OUTPUT, replicas)
 
     return program
+
+
+def delete_hook(delete: Callable[[str], None]) -> pulumi.ResourceHook:
+    """The components' delete hook (``DELETE_HOOK``), handing ``delete`` the key the deleted
+    component recorded."""
+
+    def deleting(args: pulumi.ResourceHookArgs) -> None:
+        intent = (args.old_outputs or {}).get("intent")
+        key = intent.get("externalKey") if isinstance(intent, Mapping) else None
+        if not isinstance(key, str):
+            raise DamagedStateError(f"{args.urn}: its state records no external key")
+        delete(key)
+
+    return pulumi.ResourceHook(DELETE_HOOK, deleting)
+
+
+def forgetting() -> None:
+    """The program a driver serves to a destroy it carried out itself (each object deleted by
+    its uid first: ``automation.run``): it registers nothing but the delete hook the engine
+    finds in the state, which then has nothing to delete."""
+    delete_hook(lambda _key: None)
+
+
+def delete_objects(config: StackConfig, key: str) -> None:
+    """A person's run, as the engine deletes ``key``'s component: its objects, each exactly
+    ours and by the uid just read (``cluster.ownership.delete_named``)."""
+    from infercrane_pulumi.cluster import client, ownership
+
+    emptied = config.model_copy(update={"replicas": ()})
+    rendered = workloads.render(emptied, stack=stack_identity())
+    ownership.delete_named(client.connect(config.kubernetes), rendered, frozenset({key}))
 
 
 def judged(preflight: Preflight) -> Judge:
@@ -190,7 +232,11 @@ def main(environ: Mapping[str, str] = os.environ) -> None:
         unforced(environ)
         ownership_preflight(rendered)
 
-    build_program(judged(preflight), kubeconfig=kubeconfigs.from_environment(environ))()
+    build_program(
+        judged(preflight),
+        kubeconfig=kubeconfigs.from_environment(environ),
+        on_delete=delete_objects,
+    )()
 
 
 def unforced(environ: Mapping[str, str]) -> None:

@@ -93,15 +93,21 @@ def stack_result_table(result: StackResult) -> Table:
         ]
         for replica in result.replicas
     ]
+    left: dict[str, list[str]] = {}
+    for obj in result.left:
+        left.setdefault(obj.external_key, []).append(f"{obj.kind}/{obj.name}")
+    rows += [[key, "left", ", ".join(objects), "-"] for key, objects in left.items()]
     return ["KEY", "CHANGE", "OBJECTS", "ENDPOINT"], rows
 
 
 def summary_line(result: StackResult) -> str:
     s = result.summary
     verified = " (verified against the cluster; the engine did not run)"
+    keys = len({obj.external_key for obj in result.left})
+    left = f"; {keys} key(s) left, not named by this run: the next ensure decides" * bool(keys)
     return (
         f"{result.operation} {result.stack}: {s.add} to add, {s.change} to change, "
-        f"{s.destroy} to destroy, {s.same} unchanged" + verified * result.verified_unchanged
+        f"{s.destroy} to destroy, {s.same} unchanged" + verified * result.verified_unchanged + left
     )
 
 

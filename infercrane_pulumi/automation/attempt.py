@@ -19,14 +19,16 @@ from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.errors import InferCraneError, PolicyViolationError, StackBusyError
 from infercrane_pulumi.intents import KubernetesSettings
 from infercrane_pulumi.policy.rules import Finding
-from infercrane_pulumi.program import build_program, judged, ownership_preflight, served
+from infercrane_pulumi.program import build_program, forgetting, served
 
-# The Pulumi CLI's command per operation (refresh is decided per run). A destroy runs without
-# the program: its ownership check ran in the driver, and nothing is applied.
+# The Pulumi CLI's command per operation (refresh is decided per run). A destroy runs the
+# program that registers only the components' delete hook (``program.forgetting``): the engine
+# refuses a destroy of a component with delete hooks without it, and the driver has deleted
+# the objects already (its ownership check ran there, and nothing is applied).
 COMMANDS: Mapping[Operation, tuple[str, ...]] = {
     "preview": ("preview", "--diff"),
     "up": ("up", "--yes", "--skip-preview"),
-    "destroy": ("destroy", "--yes", "--skip-preview", "--run-program=false"),
+    "destroy": ("destroy", "--yes", "--skip-preview", "--run-program"),
 }
 
 
@@ -61,15 +63,16 @@ def attempt(
             variables=variables,
         )
     refused: list[InferCraneError] = []  # the program's own refusal, as itself
-    program = build_program(
-        # A destroy's plan judged nothing: the engine runs no program then.
-        judged(ownership_preflight)
-        if plan.checked is None or plan.rendered is None
-        else served(plan.checked, plan.rendered, findings),
-        kubeconfig=settings.kubeconfig,
-        carried=plan.carried,
-        report=refused.append,
-    )
+    program = forgetting  # a destroy's plan judged nothing: the driver deleted by itself
+    if plan.checked is not None and plan.rendered is not None:
+        program = build_program(
+            served(plan.checked, plan.rendered, findings),
+            kubeconfig=settings.kubeconfig,
+            # The run path deletes what the engine forgets, after it (``automation.run``).
+            on_delete=lambda _config, _key: None,
+            carried=plan.carried,
+            report=refused.append,
+        )
 
     def urns(keys: Iterable[str]) -> dict[str, str]:
         return targets.owners(

@@ -83,8 +83,11 @@ class NamespaceStack:
             config, applied = stacks.removal(
                 self.stack(), external_key, self.settings, self._connect
             )
-            # A removal only deletes: what it keeps was judged when it was applied.
-            return self._run_held(held, "up", config, applied, judged=False)
+            # A removal only deletes, and only the key it names: what it keeps was judged when
+            # it was applied.
+            return self._run_held(
+                held, "up", config, applied, named=frozenset({external_key}), judged=False
+            )
 
     def destroy(self) -> results.StackResult:
         """Delete every object of the stack (the preflight still runs first)."""
@@ -173,6 +176,7 @@ class NamespaceStack:
         config: StackConfig,
         applied: Applied | None = None,
         *,
+        named: frozenset[str] | None = None,
         judged: bool = True,
     ) -> results.StackResult:
         options = RunOptions(
@@ -182,7 +186,16 @@ class NamespaceStack:
         )
         stack = self.stack()
         self._write(stack, config)
-        return run(stack, self.env, operation, config, held=held, applied=applied, options=options)
+        return run(
+            stack,
+            self.env,
+            operation,
+            config,
+            held=held,
+            applied=applied,
+            named=named,
+            options=options,
+        )
 
 
 @dataclass(frozen=True)

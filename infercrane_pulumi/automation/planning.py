@@ -18,6 +18,7 @@ from infercrane_pulumi import naming, preflighted, workloads
 from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.cluster import client, ownership, preflight, verdict
 from infercrane_pulumi.records import Applied
+from infercrane_pulumi.review.changes import Left
 
 Operation = Literal["preview", "up", "destroy"]
 REFRESH = "--refresh"
@@ -43,6 +44,8 @@ class Plan:
     rendered: workloads.Rendered | None = None
     # Per key, why the run works on it (``verdict.Verdict.reasons``; none for a kept key).
     reasons: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # What the run leaves of ours because its caller did not name the key (``verdict``).
+    left: tuple[Left, ...] = ()
 
 
 def plan_run(
@@ -54,13 +57,16 @@ def plan_run(
     refresh: bool,
     exclusive: bool = True,
     verify: bool = True,
+    named: frozenset[str] | None = None,
 ) -> Plan:
     """The decisions before the engine starts, over one snapshot of the namespace and its one
     verdict (``cluster.verdict``) on the run's objects (``rendered``, marked with the stack's
     identity). ``exclusive``: no other operation holds the stack, so a verified no-op may skip
     the engine and what the stack no longer holds may be deleted (another operation's run may
     be applying it); ``verify``: keys verified unchanged may skip the engine (not when a policy
-    pack must judge every key). A destroy's ``rendered`` holds no object."""
+    pack must judge every key); ``named``: the keys a ``remove`` deletes (None: an up of the
+    whole desired set, a destroy: ``verdict``'s deletion rule). A destroy's ``rendered`` holds
+    no object."""
     config = rendered.config
     live = preflight.snapshot(cluster, config.kubernetes)
     if operation == "destroy":  # ``rendered`` holds no object: every object of ours goes
@@ -72,15 +78,19 @@ def plan_run(
             reasons=judged.reasons(),
         )
     keep = exclusive and verify and not refresh
-    judged = verdict.judge(rendered, live, applied=applied, keep=keep)
+    judged = verdict.judge(rendered, live, applied=applied, keep=keep, named=named)
     ownership.check(cluster, judged, config.kubernetes)
     deletions = tuple(judged.doomed()) if exclusive and operation == "up" else ()
+    left = tuple(
+        Left(o.key, o.manifest["kind"], o.manifest["metadata"]["name"], o.reasons[0])
+        for o in judged.left()
+    )
     desired_keys = {intent.external_key for intent in config.replicas}
     applied_keys = {intent.external_key for intent in applied.intents}
     verified = judged.kept()
     if verified == desired_keys == applied_keys:
         # What a run that died left is deleted without the engine: the state never held it.
-        return Plan((), unchanged=True, deletions=deletions, reasons=judged.reasons())
+        return Plan((), unchanged=True, deletions=deletions, reasons=judged.reasons(), left=left)
     removed = applied_keys - desired_keys
     refreshing = refresh or bool(judged.drift)
     # A refresh drops from the state what is gone (deleted out of band): such a resource
@@ -100,5 +110,6 @@ def plan_run(
         reasons=judged.reasons(),
         targets=frozenset((desired_keys - verified) | removed) if targeted else None,
         deletions=deletions,
+        left=left,
         carried=Carried.of(config, {k: applied.records[k] for k in left_out}) if left_out else None,
     )

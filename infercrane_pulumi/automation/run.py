@@ -95,11 +95,14 @@ def run(
     *,
     held: Held,
     applied: Applied | None = None,
+    named: frozenset[str] | None = None,
     options: RunOptions = DEFAULT_OPTIONS,
 ) -> results.StackResult:
     """Run ``operation`` on ``stack``, whose configuration is ``config``, while its caller
     holds it (``held``, from ``exclusive``, taken once per run); per-key results.
-    ``applied``: what the stack applied last, when the caller has just read it."""
+    ``applied``: what the stack applied last, when the caller has just read it; ``named``: the
+    keys a ``remove`` deletes (None: ``config`` is the whole desired set, or a destroy: the
+    deletion rule of ``cluster.verdict``)."""
     lease = held.lease
     events: list[auto.EngineEvent] = []
 
@@ -140,13 +143,12 @@ def run(
             exclusive=alone,
             # A pack judges every object, unchanged or not, as CrossGuard does.
             verify=options.policy_pack is None,
+            named=named,
         )
         if plan.unchanged:
             deletion.delete_all(cluster, config.kubernetes, plan.deletions)
             unchanged = results.unchanged(operation, stack.name, config, last_run, findings)
-            return results.with_reasons(
-                results.with_deletions(unchanged, plan.deletions), plan.reasons
-            )
+            return _reported(unchanged, plan)
         if operation == "destroy":  # the engine, without the program, then forgets them
             deletion.delete_all(cluster, config.kubernetes, plan.deletions)
         _engine(
@@ -173,10 +175,18 @@ def run(
         raise
     carried = {} if plan.carried is None else plan.carried.records
     kept = {key: last_run.objects.get(key, ()) for key in carried}
+    # A destroy's result holds what it deleted, never its keys as they were.
     found = results.stack_result(
-        operation, stack.name, config, events, findings=findings, kept=kept
+        operation, stack.name, desired, events, findings=findings, kept=kept
     )
-    return results.with_reasons(results.with_deletions(found, plan.deletions), plan.reasons)
+    return _reported(found, plan)
+
+
+def _reported(result: results.StackResult, plan: Plan) -> results.StackResult:
+    """``result`` with what the plan decided besides the engine: the objects the run deleted
+    itself, why it worked on each key, and what it left."""
+    reported = results.with_reasons(results.with_deletions(result, plan.deletions), plan.reasons)
+    return dataclasses.replace(reported, left=plan.left)
 
 
 @contextlib.contextmanager

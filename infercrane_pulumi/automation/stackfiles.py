@@ -94,7 +94,14 @@ def run_stack_file(
             _rewrite(opened, config)
         assert opened.held is not None
         return run(
-            stack, env, operation, config, held=opened.held, applied=applied, options=options
+            stack,
+            env,
+            operation,
+            config,
+            held=opened.held,
+            applied=applied,
+            named=None if remove_key is None else frozenset({remove_key}),
+            options=options,
         )
 
 

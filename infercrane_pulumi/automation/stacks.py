@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import records
+from infercrane_pulumi import naming, records
 from infercrane_pulumi.automation import backends, engine, failures, leasedb, project
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.cluster import client, observe, preflight, verdict
@@ -29,6 +29,7 @@ from infercrane_pulumi.errors import (
     DamagedStateError,
     RunFailedError,
     StackBusyError,
+    UnsettledStateError,
 )
 from infercrane_pulumi.intents import KubernetesSettings, StackConfig
 from infercrane_pulumi.records import Applied
@@ -171,8 +172,12 @@ def removal(
     settings were recorded run under ``settings`` only when every kept key is verified against
     the cluster to be as those settings would apply it (kept by ``cluster.verdict``); otherwise a
     ``ConfigError`` says to run ``up`` first, which records them. Absent ``external_key``: a
-    run of what the stack applied, which changes nothing."""
+    run of what the stack applied, which changes nothing. A state holding replicas its outputs
+    do not record (a run that failed or was stopped midway) is refused before anything runs
+    (``UnsettledStateError``): what the stack applied is then not known, and unknown is never
+    taken for "nothing else"."""
     found = applied(stack)
+    _settled(stack, found)
     kept = dataclasses.replace(
         found, intents=tuple(i for i in found.intents if i.external_key != external_key)
     )
@@ -188,6 +193,27 @@ def removal(
                 "apply them; run `up` once (it records them), then remove"
             )
     return config, found
+
+
+def _settled(stack: auto.Stack, found: Applied) -> None:
+    """Refuse a state whose replicas are not all recorded by its outputs (``found``): read as
+    the CLI exports it, the public form of every backend."""
+    with pulumi_errors(stack.name):
+        deployment = stack.export_stack().deployment or {}  # a new stack exports none
+    held = engine.state_components(deployment, naming.REPLICA_TYPE)
+    if held is None:
+        raise DamagedStateError(
+            f"stack {stack.name}: its state is not a deployment InferCrane reads; restore the "
+            "state from a backup or export"
+        )
+    unrecorded = sorted(held - {naming.object_name(i.external_key) for i in found.intents})
+    if unrecorded:
+        raise UnsettledStateError(
+            f"stack {stack.name}: its state holds {len(unrecorded)} replica(s) its last "
+            f"successful run did not record ({', '.join(unrecorded[:3])}"
+            f"{', ...' if len(unrecorded) > 3 else ''}: a run failed or was stopped midway); "
+            "ensure the desired set first (it settles the state), then remove"
+        )
 
 
 def observe_applied(

@@ -8,7 +8,8 @@ the verdict deletes, each object by the uid just read. The driver knows what the
 (its outputs); a program run by hand does not, so it passes nothing and relies on the stack
 identity every object carries: a removed key's object that is not exactly ours is then neither
 refused nor deleted, and the engine only forgets it (objects are registered with
-``retainOnDelete``).
+``retainOnDelete``). A person's ``pulumi destroy --run-program`` deletes key by key, as the engine
+deletes each key's component (``delete_named``, from the program's delete hook).
 """
 
 from __future__ import annotations
@@ -41,3 +42,13 @@ def guard(cluster: Cluster, rendered: workloads.Rendered, *, deleting: bool) -> 
     check(cluster, judged, settings)
     if deleting:
         deletion.delete_all(cluster, settings, judged.doomed())
+
+
+def delete_named(cluster: Cluster, emptied: workloads.Rendered, named: frozenset[str]) -> None:
+    """Delete the stack's objects of the ``named`` keys, each by the uid just read, as a
+    destroy names them: ``emptied`` is the stack's rendering without any intent."""
+    settings = emptied.config.kubernetes
+    live = preflight.snapshot(cluster, settings)
+    judged = verdict.judge(emptied, live, keep=False, named=named)
+    check(cluster, judged, settings)
+    deletion.delete_all(cluster, settings, judged.doomed())

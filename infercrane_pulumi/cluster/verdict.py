@@ -11,8 +11,17 @@ whichever workload API made it. An object is
 - ``refuse``: at a desired name, or at a name of a key the stack removes, but not exactly
   ours (or carrying fields a manager holds that pulumi-kubernetes would take over);
 - ``delete``: exactly ours, of this stack (its identity, or applied before objects carried one
-  under a key the stack's record removes), and not desired: a removed key's, a killed run's,
-  or one of a workload API the stack no longer uses. Deleted by the uid read here.
+  under a key the stack's record removes), not desired, and of a key the caller named: a
+  removed key's, a killed run's, or one of a workload API the stack no longer uses. Deleted by
+  the uid read here;
+- ``leave``: as ``delete``, but of a key the caller did not name (a ``remove`` names one key,
+  and a killed run's objects of other keys are not its to delete): left as it is, reported,
+  for the next run that names the whole desired set.
+
+The deletion rule, once: an object is deleted only when its caller named it. An ``up`` (an
+``ensure``, a person's ``pulumi up`` of a stack file) names the whole desired set, so every
+exactly-ours object of the stack outside it goes; a ``destroy`` names the whole stack; a
+``remove`` names its key alone (``judge``'s ``named``).
 
 The preflight (``ownership``), the verified no-op and targets (``automation.planning``), the
 refresh decision and the deletions all read this verdict; none decides again. Pure.
@@ -37,7 +46,7 @@ from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.records import Applied, AppliedObject
 
-Action = Literal["keep", "apply", "refuse", "delete"]
+Action = Literal["keep", "apply", "refuse", "delete", "leave"]
 Doomed = tuple[Manifest, str]  # an object, and the uid it must still have
 
 
@@ -71,7 +80,7 @@ class Verdict:
         """The keys whose every object is kept: the engine need not touch them."""
         judged: dict[str, set[Action]] = {}
         for found in self.objects:
-            if found.action != "delete":
+            if found.action not in ("delete", "leave"):
                 judged.setdefault(found.key, set()).add(found.action)
         return frozenset(key for key, actions in judged.items() if actions == {"keep"})
 
@@ -80,6 +89,10 @@ class Verdict:
 
     def doomed(self) -> list[Doomed]:
         return [(o.manifest, o.uid) for o in self.objects if o.action == "delete" and o.uid]
+
+    def left(self) -> list[ObjectVerdict]:
+        """The objects of ours this run leaves because its caller did not name their key."""
+        return [o for o in self.objects if o.action == "leave"]
 
     def reasons(self) -> dict[str, tuple[str, ...]]:
         """Per key: why each of its objects is not kept (empty: all are)."""
@@ -99,12 +112,15 @@ def judge(
     *,
     applied: Applied | None = None,
     keep: bool = True,
+    named: frozenset[str] | None = None,
 ) -> Verdict:
     """The verdict of a run of ``desired`` (its objects, marked with the stack's identity, or
     None: objects applied before they carried one) over ``live``. ``applied``: what the stack
     recorded of its last apply (None: nothing known, as for a person's ``pulumi up``);
     ``keep``: whether an object may be kept (not when another operation may hold the stack, a
-    refresh is asked for, or a policy pack must judge every object)."""
+    refresh is asked for, or a policy pack must judge every object); ``named``: the keys whose
+    undesired objects the caller asked to delete (None: every key, as an ``up`` of the whole
+    desired set and a ``destroy`` ask)."""
     record = applied or Applied()
     stack = desired.stack
     settings = desired.config.kubernetes
@@ -123,6 +139,7 @@ def judge(
         stack=stack,
         wanted=wanted,
         removed=set(removed),
+        named=named,
     )
     objects += _unlisted(record, live, settings.namespace)
     return Verdict(tuple(objects), drift=tuple(_drift(desired.config, record, live)))
@@ -219,6 +236,7 @@ def _leftovers(
     stack: str | None,
     wanted: set[tuple[str, str]],
     removed: set[str],
+    named: frozenset[str] | None,
 ) -> list[ObjectVerdict]:
     found = []
     for kind, objects in sorted(live.items()):
@@ -238,6 +256,13 @@ def _leftovers(
                         "annotations": {naming.ANNOTATION_EXTERNAL_KEY: key},
                     },
                 }
+                if named is not None and key not in named:
+                    why = (
+                        f"key {key} is not desired by the stack's record, nor named by this "
+                        "run (a stopped run's object?): left for the next ensure to decide"
+                    )
+                    found.append(ObjectVerdict("leave", obj, key, str(meta.get("uid")), (why,)))
+                    continue
                 why = "this stack's, and no desired key's" if marked else "a removed key's"
                 found.append(ObjectVerdict("delete", obj, key, str(meta.get("uid")), (why,)))
     return found

@@ -93,6 +93,17 @@ class Drift:
 
 
 @dataclass(frozen=True)
+class Left:
+    """An object of ours a run left as it is, because its caller did not name its key (a
+    ``remove`` names one key): the next run of the whole desired set decides it."""
+
+    external_key: str
+    kind: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class PolicyFinding:
     """What the stack's policy says of the change (``policy.rules``), and, in a diff, whether
     the change brings the finding, keeps it or fixes it."""
@@ -159,6 +170,7 @@ class StackChanges:
     replicas: tuple[KeyChange, ...]
     renames: tuple[Rename, ...] = ()
     drift: tuple[Drift, ...] = ()  # found by a run's refresh
+    left: tuple[Left, ...] = ()  # a run's objects of keys its caller did not name
     notes: tuple[str, ...] = ()
     namespace: str | None = None  # None: a diff of a stack without objects on either side
     # Every key verified unchanged against the cluster: the engine did not run.

@@ -103,6 +103,10 @@ def stack_json(changes: StackChanges) -> dict[str, Any]:
             }
             for d in changes.drift
         ],
+        "left": [
+            {"externalKey": o.external_key, "kind": o.kind, "name": o.name, "reason": o.reason}
+            for o in changes.left
+        ],
         "notes": list(changes.notes),
         "verifiedUnchanged": changes.verified_unchanged,
         "policy": [_finding_json(f) for f in changes.findings_of(None)],

@@ -25,6 +25,7 @@ from tests.conformance.test_cli_and_faults import cli, finished
 pytestmark = pytest.mark.conformance
 
 LOOK_ALIKE = {"app.kubernetes.io/name": "another-team"}
+KINDS = (kinds.DEPLOYMENT, kinds.SERVICE)
 
 
 def look_alike(admin_client: client.ApiClient, kind: Kind, namespace: str, key: str) -> str:
@@ -216,3 +217,40 @@ def test_removing_a_key_whose_service_was_deleted_out_of_band_converges_in_one_r
         o["metadata"]["name"] for k in (kinds.DEPLOYMENT, kinds.SERVICE) for o in harness.owned(k)
     ] == [naming.object_name("rm-a")] * 2
     assert {k.kind: uid(harness, k, "rm-a") for k in (kinds.DEPLOYMENT, kinds.SERVICE)} == kept
+
+
+def test_a_persons_destroy_deletes_every_object_of_the_stack_or_refuses_changing_nothing(
+    harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+) -> None:
+    """Issue 49's third scenario: a person's ``pulumi destroy --yes`` exited 0 and forgot every
+    replica, its Pods running. Every component carries the program's delete hook, so without
+    the program the engine refuses in one line and changes nothing; with it
+    (``--run-program``) each key's objects are deleted by uid, and no Pod of theirs is left."""
+    keys = ["dh-a", "dh-b"]
+    harness.configure([replica(key) for key in keys])
+    harness.up()  # as the tutorial applies it (the run path the CLI's `up` takes)
+    applied = {kind.kind: {key: uid(harness, kind, key) for key in keys} for kind in KINDS}
+    assert all(found for of_kind in applied.values() for found in of_kind.values()), applied
+    theirs = look_alike(admin_client, kinds.DEPLOYMENT, harness.namespace, "dh-other")
+
+    refused = by_hand(harness, tmp_path, "destroy", "--yes", on_event=lambda e: None, check=False)
+    assert refused.returncode != 0
+    printed = refused.stdout + refused.stderr
+    assert "--run-program" in printed, printed[-2000:]
+    assert {kind.kind: {key: uid(harness, kind, key) for key in keys} for kind in KINDS} == applied
+    recorded = harness.stack().export_stack().deployment or {}
+    assert sum(r.get("type") == naming.REPLICA_TYPE for r in recorded["resources"]) == len(keys)
+
+    by_hand(harness, tmp_path, "destroy", "--yes", "--run-program", on_event=lambda e: None)
+    assert {kind.kind: {key: uid(harness, kind, key) for key in keys} for kind in KINDS} == {
+        kind.kind: dict.fromkeys(keys) for kind in KINDS
+    }
+    assert uid(harness, kinds.DEPLOYMENT, "dh-other") == theirs  # never ours to delete
+
+    def pods_of_ours() -> bool | None:
+        pods = client.CoreV1Api(admin_client).list_namespaced_pod(
+            harness.namespace, label_selector=naming.OWNED_SELECTOR
+        )
+        return True if not pods.items else None
+
+    wait_for(pods_of_ours, timeout=120, what="the destroyed replicas' Pods to be gone")

@@ -137,6 +137,7 @@ def run_program(
     program = build_program(
         judged(preflight or (lambda rendered: None)),
         kubeconfig=kubeconfig,
+        on_delete=lambda _config, _key: None,
         carried=carried,
         report=report,
     )

@@ -9,11 +9,13 @@ from typing import Any
 
 import jsonschema
 
+from infercrane_pulumi import views
 from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.review import comments
 from infercrane_pulumi.review.changes import (
     Drift,
     KeyChange,
+    Left,
     ObjectChange,
     PolicyFinding,
     Rename,
@@ -52,6 +54,7 @@ STACK = StackChanges(
         Drift("kept", "Service", "obj-kept", (), gone=True),
         Drift("edited", "Deployment", "obj-edited", ("spec",), gone=False),
     ),
+    left=(Left("stray", "Deployment", "obj-stray", "not named"),),
     notes=("A note.",),
     policy=(
         PolicyFinding(Finding("model-name", "advisory", "new", "new: model x matches none of y")),
@@ -233,6 +236,14 @@ def test_the_json_follows_the_shipped_schema_whole() -> None:
                     "gone": False,
                 },
             ],
+            "left": [
+                {
+                    "externalKey": "stray",
+                    "kind": "Deployment",
+                    "name": "obj-stray",
+                    "reason": "not named",
+                }
+            ],
             "notes": ["A note."],
             "verifiedUnchanged": False,
             "policy": [
@@ -274,3 +285,20 @@ def test_the_envelope_holds_the_one_shape_of_a_stack_change() -> None:
 def test_a_runs_result_reads_most_consequential_first_whatever_its_order() -> None:
     in_stack_order = dataclasses.replace(STACK, replicas=tuple(reversed(STACK.replicas)))
     assert comments.comment([in_stack_order]) == comments.comment([STACK])
+
+
+def test_a_runs_table_and_summary_name_what_it_left_by_key() -> None:
+    """What a removal left (a stopped run's objects of keys it did not name) reads as its own
+    rows and in the summary, never as a change."""
+    left = (
+        Left("stray", "Deployment", "obj-stray", "not named"),
+        Left("stray", "Service", "obj-stray", "not named"),
+    )
+    result = StackChanges("up", "infercrane", "prod", (key("old", "delete"),), left=left)
+    header, rows = views.stack_result_table(result)
+    assert header == ["KEY", "CHANGE", "OBJECTS", "ENDPOINT"]
+    assert rows[-1] == ["stray", "left", "Deployment/obj-stray, Service/obj-stray", "-"]
+    assert views.summary_line(result) == (
+        "up prod: 0 to add, 0 to change, 1 to destroy, 0 unchanged; 1 key(s) left, not named "
+        "by this run: the next ensure decides"
+    )

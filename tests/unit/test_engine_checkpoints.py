@@ -53,18 +53,42 @@ def test_the_root_stack_outputs_are_read_from_the_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "latest",
-    [None, {"resources": []}, {"resources": [{"type": checkpoints.ROOT_TYPE}]}],
-    ids=["new stack", "destroyed stack", "no outputs"],
+    ("latest", "read"),
+    [
+        ({"resources": []}, {}),
+        ({"resources": [{"type": checkpoints.ROOT_TYPE}]}, {}),
+        (None, None),
+        ({"manifest": {}}, None),
+        ({"resources": [{"type": "x:y", "urn": "urn:pulumi:s1::infercrane::x:y::z"}]}, None),
+    ],
+    ids=[
+        "no resources",
+        "a root without outputs",
+        "no latest deployment",
+        "no resources listed",
+        "no root stack",
+    ],
 )
-def test_a_stack_without_outputs_reads_as_none_recorded(
-    tmp_path: Path, latest: dict[str, Any] | None
+def test_only_a_checkpoint_positively_without_outputs_reads_as_none_recorded(
+    tmp_path: Path, latest: dict[str, Any] | None, read: dict[str, Any] | None
 ) -> None:
+    """Unknown is never empty: a removal that read "no outputs" would keep nothing, so what
+    this reader cannot tell apart from a stack that applied nothing the CLI answers."""
     content = {
         "version": 3,
         "checkpoint": {"stack": "organization/infercrane/s1", "latest": latest},
     }
-    assert checkpoints.outputs(write(tmp_path, content), PROJECT, STACK) == {}
+    assert checkpoints.outputs(write(tmp_path, content), PROJECT, STACK) == read
+
+
+def test_the_components_a_deployment_holds_are_read_by_type() -> None:
+    deployment = checkpoint(None)["checkpoint"]["latest"]
+    assert checkpoints.components(deployment, "x:y") == frozenset({"z"})
+    assert checkpoints.components(deployment, "a:b") == frozenset()
+    assert checkpoints.components({"manifest": {}}, "x:y") == frozenset()  # none, as exported
+    unknowns: list[Any] = [None, [], {"resources": {}}, {"resources": [{"type": "x:y"}]}]
+    for unknown in unknowns:
+        assert checkpoints.components(unknown, "x:y") is None
 
 
 def test_what_only_the_cli_can_tell_answers_none(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from infercrane_pulumi.kubeconfigs import ClusterIdentity
 from infercrane_pulumi.naming import object_name
 from infercrane_pulumi.records import Applied, AppliedObject
 from infercrane_pulumi.review import changes
+from infercrane_pulumi.review.changes import Left
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, live_copy
 
@@ -259,6 +260,32 @@ def test_what_a_dead_run_created_for_an_undesired_key_is_deleted_without_the_eng
         Cluster(FakeTransport(live=stray)), "preview", kept, Applied(), refresh=False
     )
     assert preview.deletions == ()  # a preview deletes nothing
+
+
+def test_a_removal_after_a_dead_run_deletes_its_key_and_leaves_the_others_saying_so() -> None:
+    """Issue 49: a run that died created the objects of r0, r1 and r2 and recorded nothing; a
+    ``remove("r0")`` (an up of what the stack recorded, none, naming r0) deletes r0's alone
+    and reports each object of r1 and r2 as left, with why."""
+    made = applied(stack("r0", "r1", "r2"))
+    plan = run_plan(
+        Cluster(FakeTransport(live=made)),
+        "up",
+        stack(),
+        Applied(),
+        refresh=False,
+        named=frozenset({"r0"}),
+    )
+    assert plan.deletions == doomed(of_key(made, "r0"))
+    why = (
+        "key {} is not desired by the stack's record, nor named by this run (a stopped run's "
+        "object?): left for the next ensure to decide"
+    )
+    assert set(plan.left) == {
+        Left(key, obj["kind"], obj["metadata"]["name"], why.format(key))
+        for key in ("r1", "r2")
+        for obj in of_key(made, key)
+    }
+    assert len(plan.left) == 4
 
 
 def test_an_unmarked_object_is_deleted_only_when_the_stacks_record_holds_its_key() -> None:

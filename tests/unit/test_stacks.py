@@ -14,7 +14,7 @@ from infercrane_pulumi import naming
 from infercrane_pulumi.automation import stacks
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.errors import ConfigError, DamagedStateError
+from infercrane_pulumi.errors import ConfigError, DamagedStateError, UnsettledStateError
 from infercrane_pulumi.intents import KubernetesSettings, PolicySettings, StackConfig
 from infercrane_pulumi.records import Applied, AppliedObject
 from tests.unit import samples
@@ -77,11 +77,16 @@ def test_a_recorded_setting_we_never_write_is_damaged_state() -> None:
     )
 
 
-def removal(monkeypatch: pytest.MonkeyPatch, applied: Applied, given: Any) -> StackConfig:
+def removal(
+    monkeypatch: pytest.MonkeyPatch, applied: Applied, given: Any, *, unrecorded: str = ""
+) -> StackConfig:
+    """``remove("b")`` on a stack whose outputs say ``applied``, and whose state holds their
+    keys' components and ``unrecorded``'s too, if given."""
     serve(monkeypatch, applied)
     transport = FakeTransport(live=live_objects(APPLIED))
     settings = KubernetesSettings.model_validate(given)
-    stack: Any = FakeStack("s1", Path("ws"))
+    held = (*(i.external_key for i in applied.intents), *filter(None, [unrecorded]))
+    stack: Any = FakeStack("s1", Path("ws"), held)
     config, read = stacks.removal(stack, "b", settings, lambda _: Cluster(transport))
     assert read == applied
     return config
@@ -94,6 +99,22 @@ def test_remove_keeps_the_other_keys_under_the_recorded_settings(
     recorded = dataclasses.replace(record(APPLIED), settings=APPLIED.kubernetes)
     kept = APPLIED.model_copy(update={"replicas": APPLIED.replicas[:1], "policy": NO_POLICY})
     assert removal(monkeypatch, recorded, given) == kept
+
+
+def test_a_state_holding_replicas_its_outputs_do_not_record_refuses_a_removal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that failed midway left a component its outputs never recorded: what the stack
+    applied is not known, so a removal is refused (retryable: an ensure settles it)."""
+    recorded = dataclasses.replace(record(APPLIED), settings=APPLIED.kubernetes)
+    with pytest.raises(UnsettledStateError) as raised:
+        removal(monkeypatch, recorded, samples.kubernetes(), unrecorded="c")
+    assert raised.value.retryable
+    assert raised.value.problems == (
+        f"stack s1: its state holds 1 replica(s) its last successful run did not record "
+        f"({naming.object_name('c')}: a run failed or was stopped midway); ensure the desired "
+        "set first (it settles the state), then remove",
+    )
 
 
 def test_outputs_before_the_record_run_the_given_settings_once_proven(

@@ -47,6 +47,7 @@ Tested: ``tests/conformance/test_engine_contracts.py`` runs every row against ea
 docs name (docs/how-to/install.md), the SDK pinned in ``constraints.txt``.
 """
 
+from infercrane_pulumi.automation.engine.checkpoints import components as state_components
 from infercrane_pulumi.automation.engine.checkpoints import outputs as checkpoint_outputs
 from infercrane_pulumi.automation.engine.events import Tail, policy_message
 from infercrane_pulumi.automation.engine.locks import Lock, stack_locks
@@ -71,4 +72,5 @@ __all__ = [
     "policy_message",
     "set_secret",
     "stack_locks",
+    "state_components",
 ]

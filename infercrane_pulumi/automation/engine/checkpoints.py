@@ -7,11 +7,17 @@ outputs are those of the root ``pulumi:pulumi:Stack`` resource. Asking the CLI i
 (``pulumi stack output``) starts a process that loads the whole state: a verified no-op of one
 intent took 0.43 s that way, 0.02 s this way.
 
-Anything this reader does not know answers ``None``, and the caller asks the CLI: another
-backend, a URL with parameters, a compressed checkpoint (``PULUMI_DIY_BACKEND_GZIP`` or
-``_ZSTD``, or both forms present), another schema version, unreadable JSON, and outputs
-holding any value of Pulumi's own kinds (a secret, an asset, a resource reference), which only
-the CLI decodes.
+Anything this reader does not positively understand answers ``None``, and the caller asks the
+CLI: another backend, a URL with parameters, a compressed checkpoint (``PULUMI_DIY_BACKEND_GZIP``
+or ``_ZSTD``, or both forms present), another schema version, unreadable JSON, a checkpoint
+without a latest deployment or without its resources (a new stack, a destroyed one: the CLI
+says what they hold), resources without the root stack, and outputs holding any value of
+Pulumi's own kinds (a secret, an asset, a resource reference), which only the CLI decodes.
+Unknown never reads as empty: a caller that took "no outputs" for "nothing applied" would keep
+nothing.
+
+``components`` reads a deployment as the CLI exports it (``pulumi stack export``): which
+components of one type the engine's state holds, whether or not the outputs record them.
 """
 
 from __future__ import annotations
@@ -57,25 +63,39 @@ def _root_outputs(content: Any) -> dict[str, Any] | None:
     if not isinstance(content, dict) or content.get("version") != CHECKPOINT_VERSION:
         return None
     checkpoint = content.get("checkpoint")
-    if not isinstance(checkpoint, dict):
+    latest = checkpoint.get("latest") if isinstance(checkpoint, dict) else None
+    resources = latest.get("resources") if isinstance(latest, dict) else None
+    if not isinstance(resources, list):
         return None
-    latest = checkpoint.get("latest") or {}
-    if not isinstance(latest, dict):
-        return None
-    # The first root stack resource, as the CLI takes it; none (a new or destroyed stack):
-    # no outputs.
+    # The first root stack resource, as the CLI takes it.
     root = next(
         (
             r
-            for r in latest.get("resources") or ()
+            for r in resources
             if isinstance(r, dict) and r.get("type") == ROOT_TYPE and not r.get("parent")
         ),
-        {},
+        None,
     )
+    if root is None:
+        return {} if not resources else None
     found = root.get("outputs") or {}
     if not isinstance(found, dict) or _special(found):
         return None
     return found
+
+
+def components(deployment: Any, type_token: str) -> frozenset[str] | None:
+    """The names of the resources of ``type_token`` a deployment exported by the CLI holds
+    (it leaves out an empty list of resources); None: not a deployment this reader knows."""
+    if not isinstance(deployment, dict):
+        return None
+    resources = deployment.get("resources", [])
+    if not isinstance(resources, list) or not all(isinstance(r, dict) for r in resources):
+        return None
+    urns = [r.get("urn") for r in resources if r.get("type") == type_token]
+    if not all(isinstance(urn, str) and "::" in urn for urn in urns):
+        return None
+    return frozenset(str(urn).rsplit("::", 1)[1] for urn in urns)
 
 
 def _special(value: Any) -> bool:

@@ -1,12 +1,13 @@
-"""The fault-injection matrix's own fixture (the conformance suite's session, its backend,
+"""The fault-injection tests' own fixtures (the conformance suite's session, its backend,
 namespaces and state servers, come from the parent conftest): one namespace of another stack
-that no cell may touch."""
+that no cell may touch, and where each test runs (``site``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -16,7 +17,7 @@ from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from tests.conformance import conftest as conformance
-from tests.conformance.backends import Backend
+from tests.conformance.backends import Backend, Tenant
 from tests.conformance.faults.checker import ObjectId, fingerprints, intent, listed
 from tests.conformance.test_shared_state import admin, settings_of
 
@@ -49,3 +50,27 @@ def elsewhere(
         stack.ensure([ReplicaIntent.model_validate(intent(key)) for key in ELSEWHERE_KEYS])
         found = listed(Cluster(RestTransport(admin_client), context="admin"), other.namespace)
         yield Elsewhere(other.namespace, fingerprints(found))
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a cell runs: its namespace (read as admin), its drivers' directory, and the other
+    stack's namespace."""
+
+    tenant: Tenant
+    admin: Cluster
+    elsewhere: Elsewhere
+    directory: Path
+
+    @property
+    def namespace(self) -> str:
+        return self.tenant.namespace
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return settings_of(self.tenant)
+
+
+@pytest.fixture
+def site(tenant: Tenant, admin: Cluster, elsewhere: Elsewhere, tmp_path: Path) -> Site:
+    return Site(tenant, admin, elsewhere, tmp_path)

@@ -74,6 +74,7 @@ def _result(result: StackResult) -> dict[str, Any]:
         "ok": True,
         "verified": result.verified_unchanged,
         "changes": {r.external_key: r.change for r in result.replicas},
+        "left": sorted({o.external_key for o in result.left}),
     }
 
 

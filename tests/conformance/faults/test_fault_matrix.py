@@ -35,12 +35,10 @@ import pytest
 
 from infercrane_dev.statestores.postgres import PostgresServer
 from infercrane_dev.statestores.s3 import S3Server
-from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.intents import KubernetesSettings
-from tests.conformance.backends import Tenant
 from tests.conformance.faults import checker
 from tests.conformance.faults.checker import Expected, Listing, intent
-from tests.conformance.faults.conftest import Elsewhere
+from tests.conformance.faults.conftest import Site
 from tests.conformance.faults.driver import (
     WAITING_MARK,
     Driver,
@@ -53,7 +51,6 @@ from tests.conformance.faults.driver import (
 )
 from tests.conformance.harness import show, wait_for
 from tests.conformance.replica import SharedBackend
-from tests.conformance.test_shared_state import settings_of
 
 pytestmark = pytest.mark.conformance
 
@@ -193,30 +190,6 @@ def shared_backend(name: str, request: pytest.FixtureRequest, tmp_path: Path) ->
 
 def keys(intents: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(entry["externalKey"]) for entry in intents]
-
-
-@dataclass(frozen=True)
-class Site:
-    """Where a cell runs: its namespace (read as admin), its drivers' directory, and the other
-    stack's namespace."""
-
-    tenant: Tenant
-    admin: Cluster
-    elsewhere: Elsewhere
-    directory: Path
-
-    @property
-    def namespace(self) -> str:
-        return self.tenant.namespace
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        return settings_of(self.tenant)
-
-
-@pytest.fixture
-def site(tenant: Tenant, admin: Cluster, elsewhere: Elsewhere, tmp_path: Path) -> Site:
-    return Site(tenant, admin, elsewhere, tmp_path)
 
 
 def killed_run(
