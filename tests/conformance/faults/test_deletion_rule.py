@@ -328,7 +328,9 @@ class DeletionRule(RuleBasedStateMachine):
         problems = []
         if answer is not None:
             if answer["ok"]:
-                outcome += f"ok {answer['changes']}"
+                outcome += f"ok {answer['changes']}" + (
+                    f", left {answer['left']}" if answer.get("left") else ""
+                )
                 after = checker.listed(self.world.admin, self.world.namespace)
                 problems += step.promised(after)
             else:
