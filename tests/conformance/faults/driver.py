@@ -216,6 +216,11 @@ class Driver(Replica):
         assert self.process.stdout is not None
         return bool(select.select([self.process.stdout], [], [], 0)[0])
 
+    def await_answer(self, deadline: float) -> None:
+        """Until the call in progress answers or the driver ends, at most to ``deadline``."""
+        while self.process.poll() is None and not self.answered() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
     def answer_after_kill(self) -> dict[str, Any] | None:
         """After a kill: the answer of the call in progress, None if it was cut short."""
         self.process.wait(timeout=30)
@@ -352,6 +357,7 @@ def kill_at(
             kill.engine_done = '"summaryEvent"' in (run_dir / "events.jsonl").read_text()
     if not fired.is_set():  # the run ended (or hung) before the point: stop it all the same
         fired.set()
+        driver.await_answer(deadline)  # its answer comes after its run directory goes
         kill.processes = kill_tree(driver.process.pid)
     kill.answer = driver.answer_after_kill()
     if kill.answer is not None:

@@ -43,7 +43,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -97,11 +96,18 @@ RULE_SETTINGS = settings(
 )
 
 Intents = list[tuple[str, int]]  # key, variant
-INTENTS = st.lists(
-    st.tuples(st.sampled_from(POOL), st.integers(0, len(VARIANTS) - 1)),
-    max_size=len(POOL),
-    unique_by=lambda entry: entry[0],
-)
+
+
+def intent_sets(min_size: int) -> st.SearchStrategy[Intents]:
+    """Distinct keys of the pool, each at one of its intents."""
+    return st.lists(
+        st.tuples(st.sampled_from(POOL), st.integers(0, len(VARIANTS) - 1)),
+        min_size=min_size,
+        max_size=len(POOL),
+        unique_by=lambda entry: entry[0],
+    )
+
+
 KILLS = st.none() | st.sampled_from(sorted(POINTS))
 UNAPPLYING_KILLS = st.none() | st.sampled_from(UNAPPLYING_POINTS)
 FRESH = st.booleans()  # the call from a fresh driver process (a restart)
@@ -221,11 +227,11 @@ class DeletionRule(RuleBasedStateMachine):
     # -- the steps ----------------------------------------------------------------------------
     # Every sequence starts with an ensure: with nothing applied, little is left to prove.
 
-    @initialize(chosen=INTENTS.filter(bool), kill=KILLS, fresh=st.just(False))
+    @initialize(chosen=intent_sets(1), kill=KILLS, fresh=st.just(False))
     def first_ensure(self, chosen: Intents, kill: str | None, fresh: bool) -> None:
         self.ensure(chosen, kill, fresh)
 
-    @rule(chosen=INTENTS, kill=KILLS, fresh=FRESH)
+    @rule(chosen=intent_sets(0), kill=KILLS, fresh=FRESH)
     def ensure(self, chosen: Intents, kill: str | None, fresh: bool) -> None:
         self.desired = list(chosen)
         keys = {key for key, _ in chosen}
@@ -254,7 +260,6 @@ class DeletionRule(RuleBasedStateMachine):
         )
         self.run(step, kill, fresh)
 
-    @precondition(lambda self: bool(self.ours(self.live)))
     @rule(kill=UNAPPLYING_KILLS, fresh=FRESH)
     def destroy(self, kill: str | None, fresh: bool) -> None:
         self.desired = []
@@ -266,30 +271,37 @@ class DeletionRule(RuleBasedStateMachine):
         )
         self.run(step, kill, fresh)
 
-    @precondition(lambda self: bool(self.interferences()))
-    @rule(data=st.data())
-    def interfere(self, data: st.DataObject) -> None:
-        """As admin: an out-of-band delete of one of our objects, or another team's edit (a
-        label on our object, our Deployment's .spec.replicas taken, a look-alike at a free
-        name of ours)."""
+    @rule(
+        how=st.sampled_from(["delete", "label", "field"]),
+        kind=st.sampled_from([kind.kind for kind in checker.OBJECT_KINDS]),
+        key=st.sampled_from(POOL),
+    )
+    def interfere(self, how: str, kind: str, key: str) -> None:
+        """As admin, at ``key``'s ``kind``: if an object of ours is there, delete it out of band
+        (``delete``), or another field manager writes a label on it (``label``) or takes its
+        .spec.replicas (``field``; on a Service, a label); if the name is free, another team
+        puts a look-alike there. (Drawn from the pool, not from what the cluster holds: hypothesis
+        must draw the same sequence again, however the kills landed.)"""
         self.begin()
-        how, kind, key = data.draw(st.sampled_from(self.interferences()), label="interference")
         world = self.world
         obj = (kind, naming.object_name(key))
-        if how == "delete":
-            world.delete(*obj)
-        elif how == "look-alike":
+        if obj not in self.live:
+            how = "look-alike"
             look_alike(world.api, kinds.KINDS[kind], world.namespace, key)
             self.look_alikes.add(obj)
             found = checker.listed(world.admin, world.namespace)
             self.foreign[obj] = checker.fingerprint(found[obj])
-        elif how == "label":
-            value = f"edit-{self.steps}"
-            edited = world.patch(obj, {"metadata": {"labels": {FOREIGN_LABEL: value}}})
-            self.labelled[obj] = (str(edited["metadata"]["uid"]), value)
-        else:
+        elif obj not in self.ours(self.live):
+            how = "nothing (not ours)"
+        elif how == "delete":
+            world.delete(*obj)
+        elif how == "field" and kind == kinds.DEPLOYMENT.kind:
             edited = world.patch(obj, {"spec": {"replicas": CONTESTED_REPLICAS}})
             self.contested[obj] = str(edited["metadata"]["uid"])
+        else:
+            how, value = "label", f"edit-{self.steps}"
+            edited = world.patch(obj, {"metadata": {"labels": {FOREIGN_LABEL: value}}})
+            self.labelled[obj] = (str(edited["metadata"]["uid"]), value)
         self.check(f"admin: {how} {shown(obj)}", lambda key: False, exempt={obj})
 
     # -- running a call -----------------------------------------------------------------------
@@ -458,23 +470,6 @@ class DeletionRule(RuleBasedStateMachine):
             for obj, meta in listing.items()
             if not deleting(meta) and (key := self.owner(meta)) is not None
         }
-
-    def interferences(self) -> list[tuple[str, str, str]]:
-        """What admin may do now (how, kind, key): delete, label or (a Deployment) take the
-        replicas of an object of ours; put a look-alike at a free name of ours."""
-        ours = sorted((kind, key) for (kind, _), key in self.ours(self.live).items())
-        free = sorted(
-            (kind.kind, key)
-            for key in POOL
-            for kind in checker.OBJECT_KINDS
-            if (kind.kind, naming.object_name(key)) not in self.live
-        )
-        return [
-            *(("delete", kind, key) for kind, key in ours),
-            *(("label", kind, key) for kind, key in ours),
-            *(("field", kind, key) for kind, key in ours if kind == kinds.DEPLOYMENT.kind),
-            *(("look-alike", kind, key) for kind, key in free),
-        ]
 
     # -- (c) ----------------------------------------------------------------------------------
 
