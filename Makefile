@@ -55,6 +55,18 @@ conformance: venv base-tools
 test-pythons: venv base-tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.pythons
 
+## soak: the deletion rule's property test (tests/conformance/faults/test_deletion_rule.py) on
+## random sequences for SOAK_MINUTES (default 60) on a local control plane of its own; prints its
+## seed first (SEED=<n> draws the same sequences again). Not part of `test`, which runs a fixed set
+SOAK_MINUTES ?= 60
+.PHONY: soak
+soak: venv base-tools
+	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	echo "soak: seed $$seed, $(SOAK_MINUTES) minutes (SEED=$$seed draws the same sequences)"; \
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) INFERCRANE_SOAK_MINUTES='$(SOAK_MINUTES)' \
+	  $(PY) -m pytest -rs -p no:cacheprovider --hypothesis-seed="$$seed" \
+	  tests/conformance/faults/test_deletion_rule.py $(PYTEST_ARGS)
+
 ## unit: the fast tests only (no binaries, no cluster)
 unit: venv
 	$(PY) -m pytest -rs tests/unit infercrane_dev/tests

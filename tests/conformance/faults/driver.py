@@ -3,9 +3,9 @@ calls, and a kill at a point of the engine's event log.
 
 ``python -m tests.conformance.faults.driver <spec.json>`` is the conformance replica process
 (its spec, its own workspace and PULUMI_HOME on a shared backend, one JSON call per line on
-stdin), answering three more calls: ``apply`` (``ensure``, answering also whether the run was
-a verified no-op), ``destroy`` and ``export`` (the stack's state through the Automation API:
-its pending operations, the Kubernetes objects it records).
+stdin), answering four more calls: ``apply`` (``ensure``, answering also whether the run was
+a verified no-op), ``remove`` (one key), ``destroy`` and ``export`` (the stack's state through
+the Automation API: its pending operations, the Kubernetes objects it records).
 
 ``Driver`` is the test's side. Each run of the run path writes the engine's event log in a
 private directory under the process's TMPDIR (``automation.run._attempt``); the driver's TMPDIR
@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -202,11 +203,31 @@ class Driver(Replica):
         )
         self.answer()  # ready
 
-    def ended_without_answer(self) -> bool:
-        """After a kill: whether the call in progress never answered (it was cut short)."""
+    def held(self) -> str | None:
+        """Where the driver holds the run of the call in progress (``hold``), None if it does
+        not."""
+        try:
+            return (self.tmp / HELD_MARK).read_text() or None
+        except FileNotFoundError:
+            return None
+
+    def answered(self) -> bool:
+        """Whether the call in progress has answered (its line waits on stdout, unread)."""
+        assert self.process.stdout is not None
+        return bool(select.select([self.process.stdout], [], [], 0)[0])
+
+    def await_answer(self, deadline: float) -> None:
+        """Until the call in progress answers or the driver ends, at most to ``deadline``."""
+        while self.process.poll() is None and not self.answered() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def answer_after_kill(self) -> dict[str, Any] | None:
+        """After a kill: the answer of the call in progress, None if it was cut short."""
         self.process.wait(timeout=30)
         assert self.process.stdout is not None
-        return self.process.stdout.readline() == ""
+        line = self.process.stdout.readline()
+        answer: dict[str, Any] | None = json.loads(line) if line else None
+        return answer
 
 
 # -- kill points ------------------------------------------------------------------------------
@@ -252,6 +273,7 @@ class Kill:
     processes: dict[int, int | None] = field(default_factory=dict)  # pid: its start time
     seen: list[str] = field(default_factory=list)  # every event read before the kill
     engine_done: bool = False  # the engine had logged its summary: it had run every step
+    answer: dict[str, Any] | None = None  # the call's own answer, when it came before the kill
 
     @property
     def landed(self) -> bool:
@@ -298,28 +320,31 @@ def kill_at(
         if not point.held and point.matches(event):
             fire(kill.seen[-1])
 
-    def held() -> str | None:
-        try:
-            return (driver.tmp / HELD_MARK).read_text() or None
-        except FileNotFoundError:
-            return None
-
     hold: dict[str, str] = {"hold": point.held} if point.held else {}
     if point.held == "after-apply":
         key = ReplicaIntent.model_validate(call["intents"][-1]).external_key
         hold["holdAfter"] = naming.object_name(key)
     driver.send(call["op"], **{k: v for k, v in call.items() if k != "op"}, **hold)
     deadline = time.monotonic() + timeout
+    # A call may answer without starting the engine (a verified no-op, a refusal), and a
+    # destroy is held before its deletes, which come before its engine run: no run directory.
     run_dir = wait_for(
-        lambda: next(driver.tmp.glob("infercrane-run-*"), None) or driver.process.poll(),
+        lambda: (
+            next(driver.tmp.glob("infercrane-run-*"), None)
+            or driver.held()
+            or driver.process.poll()
+            or driver.answered()
+        ),
         timeout=timeout,
         what=f"the engine run of {driver.name} to start",
     )
-    if isinstance(run_dir, Path):
+    if isinstance(run_dir, str):  # held before any engine run
+        fire(f"held: {run_dir}")
+    elif isinstance(run_dir, Path):
         tail = engine.Tail(run_dir / "events.jsonl", on_event, cli="(the suite's)")
         try:  # until the point, or the run's end (its private directory goes with it)
             while not fired.wait(0.1) and time.monotonic() < deadline:
-                if (where := held()) is not None:  # before-deletes: after the run directory
+                if (where := driver.held()) is not None:  # an up's before-deletes: after its run
                     if where.startswith(APPLIED):  # the point's claim, read back as admin
                         kind, name = where.removeprefix(APPLIED).split("/")
                         assert admin.get(kinds.KINDS[kind], namespace, name) is not None, where
@@ -332,8 +357,10 @@ def kill_at(
             kill.engine_done = '"summaryEvent"' in (run_dir / "events.jsonl").read_text()
     if not fired.is_set():  # the run ended (or hung) before the point: stop it all the same
         fired.set()
+        driver.await_answer(deadline)  # its answer comes after its run directory goes
         kill.processes = kill_tree(driver.process.pid)
-    if not driver.ended_without_answer():
+    kill.answer = driver.answer_after_kill()
+    if kill.answer is not None:
         kill.after = ""  # the call answered before it was killed: the point was not reached
     # As after a host's death: none of them is left, not even waiting to be reaped (PID 1 here
     # reaps orphans about 2s late, and the file backend's lock of a zombie looks held).
