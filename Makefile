@@ -56,8 +56,9 @@ test-pythons: venv base-tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.pythons
 
 ## soak: the deletion rule's property test (tests/conformance/faults/test_deletion_rule.py) on
-## random sequences for SOAK_MINUTES (default 60) on a local control plane of its own; prints its
-## seed first (SEED=<n> draws the same sequences again). Not part of `test`, which runs a fixed set
+## random sequences for about SOAK_MINUTES (default 60; as many as fit at make test's pace) on a
+## local control plane of its own; prints its seed first (SEED=<n> draws the same sequences
+## again). Not part of `test`, which runs a fixed set
 SOAK_MINUTES ?= 60
 .PHONY: soak
 soak: venv base-tools
