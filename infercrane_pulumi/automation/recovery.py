@@ -8,9 +8,11 @@ A lock is broken only on proof that its holder is gone, and the proof decides ho
   there, a CLI that wants the stack finds it locked and backs off, so nobody writes the state
   while its interrupted operations are cleared. A lock taken after our look (another driver
   that recovered first and runs now) is never deleted, and then the state is its holder's and
-  left alone. ``pulumi cancel`` is no tool for this: it deletes every lock of the stack,
-  including one taken after the look. A lock held from another machine is never broken:
-  that stack is busy.
+  left alone. A run killed while the engine wrote the state can leave the checkpoint's blob
+  attributes torn, which every later CLI refuses to read: they are removed then too
+  (``engine.drop_torn_attributes``). ``pulumi cancel`` is no tool for this: it deletes every
+  lock of the stack, including one taken after the look. A lock held from another machine is
+  never broken: that stack is busy.
 - Under the stack's lease (``break_locks``, shared backends: ``run``): holding the lease proves
   that no live replica holds the stack, once the lease's fence has passed, so every lock there
   is stale. Those locks live in the backend and cannot be read one by one here, so the CLI
@@ -56,6 +58,8 @@ def break_stale(state_dir: Path, stack_name: str, stale: Sequence[engine.Lock]) 
             ]
             if taken:
                 return [*done, f"left the state to {taken[0].holder}, which took the stack since"]
+            if engine.drop_torn_attributes(state_dir, project.PROJECT_NAME, stack_name):
+                done.append("removed the checkpoint's attributes a killed write left torn")
             cleared = engine.clear_pending_operations(state_dir, project.PROJECT_NAME, stack_name)
     except OSError as error:
         raise BackendUnavailableError(

@@ -303,6 +303,29 @@ def test_while_recovery_holds_the_stack_its_lock_is_one_in_the_clis_layout(
     assert files_under(tmp_path) == []
 
 
+@pytest.mark.parametrize("torn", ["", '{"md5": '], ids=["empty", "cut short"])
+def test_recovery_removes_the_checkpoint_attributes_a_killed_write_left_torn(
+    tmp_path: Path, torn: str
+) -> None:
+    """A run killed while the engine wrote the state (found by the deletion rule's property
+    test): the blob driver had written its attributes file only in part, and every later CLI
+    failed to load the checkpoint (EOF). Recovery removes them; whole ones it leaves."""
+    write_lock(tmp_path, "dead", DEAD_PID, socket.gethostname())
+    checkpoint = write_checkpoint(tmp_path, [])
+    attributes = checkpoint.with_name(checkpoint.name + ".attrs")
+    attributes.write_text(torn)
+    env = automation.PulumiEnvironment(state_dir=tmp_path, pulumi_home=tmp_path, passphrase="p")
+    assert recover(env, "t1") == [
+        "broke 1 stale lock(s) of dead process(es)",
+        "removed the checkpoint's attributes a killed write left torn",
+    ]
+    assert files_under(tmp_path) == [".pulumi/stacks/infercrane/t1.json"]
+    write_lock(tmp_path, "dead", DEAD_PID, socket.gethostname())
+    write_checkpoint(tmp_path, [])  # whole attributes: kept
+    assert recover(env, "t1") == ["broke 1 stale lock(s) of dead process(es)"]
+    assert attributes.exists()
+
+
 def test_a_checkpoint_in_a_form_recovery_does_not_know_keeps_its_operations(
     tmp_path: Path,
 ) -> None:

@@ -59,7 +59,10 @@ host) on each CLI the docs name (docs/how-to/install.md), with the SDK pinned in
 ``constraints.txt``. Row 1 is proven by ``tests/unit/test_sdk_contracts.py`` (the SDK's names).
 """
 
-from infercrane_pulumi.automation.engine.checkpoints import clear_pending_operations
+from infercrane_pulumi.automation.engine.checkpoints import (
+    clear_pending_operations,
+    drop_torn_attributes,
+)
 from infercrane_pulumi.automation.engine.checkpoints import components as state_components
 from infercrane_pulumi.automation.engine.checkpoints import outputs as checkpoint_outputs
 from infercrane_pulumi.automation.engine.events import Tail, policy_message
@@ -81,6 +84,7 @@ __all__ = [
     "checkpoint_outputs",
     "clear_pending_operations",
     "cli_version",
+    "drop_torn_attributes",
     "inherited",
     "operate",
     "own_lock",

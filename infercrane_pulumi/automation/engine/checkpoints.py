@@ -47,6 +47,7 @@ ROOT_TYPE = "pulumi:pulumi:Stack"
 # The key that marks a value of Pulumi's own kinds in serialized properties.
 SPECIAL_VALUE_KEY = "4dabf18193072939515e22adb298388d"
 _COMPRESSED = (".json.gz", ".json.zst")
+ATTRIBUTES = ".attrs"  # the blob driver's attributes file, beside each file it writes
 
 
 def outputs(backend_url: str | None, project: str, stack_name: str) -> dict[str, Any] | None:
@@ -57,6 +58,25 @@ def outputs(backend_url: str | None, project: str, stack_name: str) -> dict[str,
         return None
     read = _read(directory, project, stack_name)
     return None if read is None else _root_outputs(read[2])
+
+
+def drop_torn_attributes(state_dir: Path, project: str, stack_name: str) -> bool:
+    """Remove the checkpoint's blob attributes when a write killed midway left them torn (empty
+    or not a JSON object); whether it did. The blob driver writes them before it renames the
+    new checkpoint into place, so torn ones sit beside the previous checkpoint, which the
+    driver then refuses to read (``failed to load checkpoint: EOF``, on every later run) and
+    reads alike without them. Only while holding the stack (``locks.own_lock``)."""
+    attributes = state_dir / ".pulumi" / "stacks" / project / f"{stack_name}.json{ATTRIBUTES}"
+    try:
+        content = json.loads(attributes.read_bytes())
+    except FileNotFoundError:
+        return False
+    except ValueError:
+        content = None
+    if isinstance(content, dict):
+        return False
+    attributes.unlink()
+    return True
 
 
 def clear_pending_operations(state_dir: Path, project: str, stack_name: str) -> int | None:
@@ -82,7 +102,7 @@ def clear_pending_operations(state_dir: Path, project: str, stack_name: str) -> 
     os.chmod(staged.name, path.stat().st_mode)  # as readable as the CLI left it
     # The blob driver's attributes describe the bytes it wrote (their MD5); without them the
     # file reads as one it did not write, which it serves alike.
-    path.with_name(path.name + ".attrs").unlink(missing_ok=True)
+    path.with_name(path.name + ATTRIBUTES).unlink(missing_ok=True)
     os.replace(staged.name, path)
     return len(pending)
 
