@@ -21,7 +21,7 @@ from pathlib import Path
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, records
-from infercrane_pulumi.automation import backends, engine, failures, leasedb, project
+from infercrane_pulumi.automation import backends, engine, failures, leasedb, project, recovery
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.cluster import client, observe, preflight, verdict
 from infercrane_pulumi.errors import (
@@ -71,9 +71,12 @@ def _cli_error(error: auto.errors.CommandError) -> str | None:
 
 
 def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.Stack:
-    """Create or select stack ``name`` of the project in ``project_dir`` on ``env``'s backend."""
+    """Create or select stack ``name`` of the project in ``project_dir`` on ``env``'s backend.
+    What a dead run left on the file backend is recovered first: selecting a stack loads its
+    checkpoint, which a run killed during the state write can leave unreadable."""
     if env.state_dir is not None:
         env.state_dir.mkdir(parents=True, exist_ok=True)
+        recovery.recover(env, name)
     if env.lease_database is not None:  # a bad URL or password fails here, typed, in one line
         leasedb.probe(env.lease_database, state=backends.is_postgres(env.backend))
     command = None

@@ -38,6 +38,7 @@ from tests.conformance.harness import (
     wait_for,
 )
 from tests.conformance.test_cli_and_faults import cli_env
+from tests.conformance.test_engine_contracts import held_by_a_person
 from tests.runguard import by_a_person
 
 pytestmark = pytest.mark.conformance
@@ -298,6 +299,41 @@ def test_an_up_killed_mid_run_is_recovered_by_the_next_run(harness: Harness) -> 
     for kind in (kinds.DEPLOYMENT, kinds.SERVICE):
         names = sorted(o["metadata"]["name"] for o in harness.owned(kind))
         assert names == sorted(naming.object_name(k) for k in keys)
+    assert automation.stack_locks(harness.env.state_dir, harness.stack_name) == []
+
+
+def test_a_checkpoint_torn_by_a_kill_during_the_state_write_is_recovered_by_the_next_run(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Found by the deletion rule's property test: a run SIGKILLed while the engine wrote the
+    state left the file backend's checkpoint attributes empty beside the previous checkpoint,
+    and every later CLI failed to load it (EOF), so the stack never converged. Its lock stays
+    (the CLI removes it after the write): the next run's recovery removes the torn attributes
+    under its own lock and goes on."""
+    assert harness.env.state_dir is not None
+    harness.configure([replica("torn-a")])
+    harness.up()
+    with held_by_a_person(harness, tmp_path / "killed"):
+        pass  # SIGKILLed holding the stack's lock, as a run killed mid-write is
+    checkpoint = harness.env.state_dir / ".pulumi" / "stacks" / "infercrane"
+    (checkpoint / f"{harness.stack_name}.json.attrs").write_bytes(b"")  # as the kill left it
+    unreadable = by_a_person(
+        subprocess.run,
+        ["pulumi", "stack", "export", "--stack", harness.stack_name],
+        cwd=harness.by_hand_project(tmp_path / "reader"),
+        env=harness.process_env() | harness.env.variables(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "failed to load checkpoint: EOF" in unreadable.stderr, unreadable.stderr
+
+    harness.configure([replica("torn-a"), replica("torn-b")])
+    result = harness.up()
+    assert [(r.external_key, r.change) for r in result.replicas] == [
+        ("torn-a", "same"),
+        ("torn-b", "create"),
+    ]
     assert automation.stack_locks(harness.env.state_dir, harness.stack_name) == []
 
 

@@ -79,7 +79,7 @@ RANKS = {
     "automation.policypack": 14,
     "automation.recovery": 14,
     "automation.retention": 14,
-    "automation.stacks": 14,
+    "automation.stacks": 15,  # recovers a dead run before it selects a stack
     "automation.results": 15,
     "automation.attempt": 15,
     "automation.run": 16,
