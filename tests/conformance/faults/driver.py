@@ -18,8 +18,10 @@ write are therefore held, not chased, by the driver itself (``apply``'s ``hold``
 ``after-apply``, the program, served from the driver, never finishes once the first object of
 the run's last key has been applied (created or updated), so the engine, which writes the
 state only after the program, waits there; ``before-deletes``, the run path stops after the
-engine has written the state and before it deletes the objects of removed keys. A write of the
-state is atomic on every backend, so the two bracket a kill during it.
+engine has written the state and before it deletes the objects of removed keys. The checkpoint
+itself is replaced atomically on every backend, so the two bracket a kill during its write; on
+the file backend the blob driver's attributes beside it are not (a kill there leaves them torn,
+which recovery repairs: ``test_lifecycle``'s torn checkpoint, and the property test's kills).
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ SCENARIOS = (
         Point("updated-not-recorded", step_starts("update"), "after-apply"), (A, B), (A, B_UPDATED)
     ),
     # b is applied, c not yet forgotten (the engine forgets after the program), nothing written:
-    # with the next point, either side of the state's one write (atomic on every backend).
+    # with the next point, either side of the state's one write (its checkpoint replaced at once).
     Scenario(Point("before-state-write", summary, "after-apply"), (A, C), (A, B)),
     # The state is written without c; c's objects are still in the API server (an up deletes
     # them by uid after the engine).
