@@ -12,7 +12,8 @@ starts, ``planning`` decides over one snapshot of the namespace: a verified no-o
 does not start), the keys worked on, a refresh when the cluster drifted, the ownership rule and
 the strict dry-run of what is applied, and what the run deletes itself, each object by the uid
 just checked (``cluster.ownership``, ``cluster.deletion``): an ``up`` deletes once the engine
-has forgotten them, a destroy first, then runs the engine without the program.
+has forgotten them, a destroy first, then runs the engine with a program that registers nothing
+but the components' delete hook (``program.forgetting``).
 
 Then the engine, one attempt at a time (``attempt``: the program served from this process
 through the one door to the engine, ``automation.engine``), in one retry loop: what a dead run
@@ -155,7 +156,7 @@ def run(
             deletion.delete_all(cluster, config.kubernetes, plan.deletions)
             unchanged = results.unchanged(operation, stack.name, config, last_run, findings)
             return _reported(unchanged, plan)
-        if operation == "destroy":  # the engine, without the program, then forgets them
+        if operation == "destroy":  # then the engine forgets them (``program.forgetting``)
             deletion.delete_all(cluster, config.kubernetes, plan.deletions)
         _engine(
             stack,
