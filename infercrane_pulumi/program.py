@@ -11,6 +11,11 @@ judged, on the API server it checked) and what it carries: a key the driver veri
 and left out of a targeted run (``carried``) is exported as the stack recorded it, not
 registered. A refusal is reported twice: as the error itself to the driver that serves the
 program (``report``) and as the run's error text (for people running ``pulumi up``).
+
+Every component carries one named delete hook (``DELETE_HOOK``), so that a destroy deletes
+what it forgets: run by a person, the hook deletes the key's objects by uid as the engine
+deletes its component (``pulumi destroy --run-program``; without the program the engine refuses
+the destroy); served by a driver, which deletes by itself, it does nothing (``forgetting``).
 """
 
 from __future__ import annotations
