@@ -4,7 +4,8 @@ Kind's nodes are privileged containers running systemd and a kubelet, and the ho
 kernel with them: systemd as their PID 1 raises ``fs.file-max``, their kubelets set
 ``kernel.panic``, ``kernel.panic_on_oops`` and ``vm.overcommit_memory``, all host-wide. Docker
 creates what no flag moves: ``/lib/modules`` (kind bind-mounts it, and Docker creates a missing
-source), ``/run/containerd/s`` (the shims' sockets of its containerd), its ``docker`` cgroups,
+source), ``/run/containerd/s`` (the shims' sockets of its containerd), ``/opt/containerd`` (its
+containerd's plugin directory), its ``docker`` cgroups,
 and kind's network bridge. And ``up`` routes the Service range to a node. So the baseline is
 the real node's (:mod:`infercrane_dev.localcluster.hoststate`: every writable tunable, the
 iptables-nft tables, which of these paths existed) with Docker's paths and cgroup name; the
@@ -30,6 +31,9 @@ HOST_PATHS = (
     "/run/docker.sock",
     "/var/lib/docker",
     "/etc/docker",
+    # containerd's opt plugin makes it (bin/, lib/) at every start, whatever dockerd is told:
+    # a machine where Docker never ran had none before the first Kind cluster (seen in CI).
+    "/opt/containerd",
 )
 # dockerd's cgroup parent (cgroupfs driver) in every hierarchy.
 CGROUPS = ("docker",)
