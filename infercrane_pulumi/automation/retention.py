@@ -27,13 +27,12 @@ from urllib.parse import urlsplit
 
 from infercrane_pulumi.automation import backends, leasedb, project, s3
 from infercrane_pulumi.automation.engine import history
+from infercrane_pulumi.automation.engine.checkpoints import ATTRIBUTES
 from infercrane_pulumi.automation.engine.process import inherited
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.errors import BackendUnavailableError, ConfigError
 
 KEEP_ALL_HINT = "INFERCRANE_KEPT_UPDATES=all, or PulumiEnvironment(kept_updates=None)"
-# The file blob driver keeps an object's attributes in a file of this suffix beside it.
-_ATTRIBUTES = ".attrs"
 
 
 class Store(Protocol):
@@ -55,14 +54,14 @@ class Directory:
             except OSError as error:
                 raise _unavailable(self.root, error) from None
             keys = (p.relative_to(self.root).as_posix() for p in files)
-            found.extend(k for k in keys if k.startswith(prefix) and not k.endswith(_ATTRIBUTES))
+            found.extend(k for k in keys if k.startswith(prefix) and not k.endswith(ATTRIBUTES))
         return found
 
     def delete(self, keys: Sequence[str]) -> None:
         for key in keys:
             try:
                 (self.root / key).unlink(missing_ok=True)
-                (self.root / f"{key}{_ATTRIBUTES}").unlink(missing_ok=True)
+                (self.root / f"{key}{ATTRIBUTES}").unlink(missing_ok=True)
             except OSError as error:
                 raise _unavailable(self.root, error) from None
 

@@ -112,7 +112,7 @@ def own_lock(state_dir: Path, stack_name: str) -> Iterator[Path]:
 def remove_lock(lock: Lock) -> None:
     """Delete ``lock``'s file and its blob attributes beside it (either may be gone already)."""
     lock.path.unlink(missing_ok=True)
-    lock.path.with_name(lock.path.name + ".attrs").unlink(missing_ok=True)
+    lock.path.with_suffix(ATTRIBUTES).unlink(missing_ok=True)
 
 
 def _username() -> str:
