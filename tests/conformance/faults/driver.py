@@ -218,10 +218,14 @@ class Driver(Replica):
         assert self.process.stdout is not None
         return bool(select.select([self.process.stdout], [], [], 0)[0])
 
-    def await_answer(self, deadline: float) -> None:
-        """Until the call in progress answers or the driver ends, at most to ``deadline``."""
+    def await_answer(self, deadline: float) -> str | None:
+        """Until the call in progress answers, holds its run, or the driver ends, at most to
+        ``deadline``; where it holds, None if it does not."""
         while self.process.poll() is None and not self.answered() and time.monotonic() < deadline:
+            if (where := self.held()) is not None:
+                return where
             time.sleep(0.1)
+        return None
 
     def answer_after_kill(self) -> dict[str, Any] | None:
         """After a kill: the answer of the call in progress, None if it was cut short."""
@@ -346,7 +350,7 @@ def kill_at(
         tail = engine.Tail(run_dir / "events.jsonl", on_event, cli="(the suite's)")
         try:  # until the point, or the run's end (its private directory goes with it)
             while not fired.wait(0.1) and time.monotonic() < deadline:
-                if (where := driver.held()) is not None:  # an up's before-deletes: after its run
+                if (where := driver.held()) is not None:
                     if where.startswith(APPLIED):  # the point's claim, read back as admin
                         kind, name = where.removeprefix(APPLIED).split("/")
                         assert admin.get(kinds.KINDS[kind], namespace, name) is not None, where
@@ -357,9 +361,13 @@ def kill_at(
             tail.close()
         with contextlib.suppress(OSError):
             kill.engine_done = '"summaryEvent"' in (run_dir / "events.jsonl").read_text()
-    if not fired.is_set():  # the run ended (or hung) before the point: stop it all the same
+    # The run ended before the point. An up's before-deletes holds after its run directory
+    # went, and may not have been read yet: its answer, or that hold (a soak once read the
+    # run's end first and waited out its deadline for an answer the hold never gives).
+    if not fired.is_set() and (where := driver.await_answer(deadline)) is not None:
+        fire(f"held: {where}")
+    if not fired.is_set():  # answered, or hung to the deadline: stop it all the same
         fired.set()
-        driver.await_answer(deadline)  # its answer comes after its run directory goes
         kill.processes = kill_tree(driver.process.pid)
     kill.answer = driver.answer_after_kill()
     if kill.answer is not None:

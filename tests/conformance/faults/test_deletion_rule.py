@@ -339,7 +339,14 @@ class DeletionRule(RuleBasedStateMachine):
                 self.world.kills[kill] = self.world.kills.get(kill, 0) + 1
                 outcome = f"SIGKILLed at {kill}, after {killed.after}"
             elif answer is None:
-                self.fail(step.what, [f"the driver ended without answering ({driver.name}/stderr)"])
+                seen = ", ".join(killed.seen[-3:]) or "no event"
+                self.fail(
+                    step.what,
+                    [
+                        f"the driver ended without answering, {kill} not reached"
+                        f" (last events: {seen}; {driver.name}/stderr)"
+                    ],
+                )
             else:
                 outcome = f"answered before {kill}; "
         problems = []
