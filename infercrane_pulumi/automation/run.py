@@ -204,8 +204,11 @@ def _reported(result: results.StackResult, plan: Plan) -> results.StackResult:
 def exclusive(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> Iterator[Held]:
     """The stack to this caller alone, so that what it reads stays true until its run ends:
     serialized within this process, and across replicas by the stack's lease when the backend
-    has one (``StackBusyError`` if not had within ``wait_seconds``)."""
+    has one (``StackBusyError`` if not had within ``wait_seconds``). What a dead run left on
+    the file backend is recovered before the caller reads anything: a stack opened before a
+    run of it was killed (a kept ``NamespaceStack``) could not read its torn checkpoint."""
     with stacks.serialized(env, stack_name), leases.held(env, stack_name, wait_seconds) as lease:
+        recover(env, stack_name)
         yield Held(stack_name, lease)
 
 

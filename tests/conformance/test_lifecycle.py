@@ -31,6 +31,7 @@ from tests.conformance.harness import (
     ENGINE_CLIS,
     Harness,
     fields_of,
+    intent,
     managers,
     replica,
     show,
@@ -310,23 +311,9 @@ def test_a_checkpoint_torn_by_a_kill_during_the_state_write_is_recovered_by_the_
     and every later CLI failed to load it (EOF), so the stack never converged. Its lock stays
     (the CLI removes it after the write): the next run's recovery removes the torn attributes
     under its own lock and goes on."""
-    assert harness.env.state_dir is not None
     harness.configure([replica("torn-a")])
     harness.up()
-    with held_by_a_person(harness, tmp_path / "killed"):
-        pass  # SIGKILLed holding the stack's lock, as a run killed mid-write is
-    checkpoint = harness.env.state_dir / ".pulumi" / "stacks" / "infercrane"
-    (checkpoint / f"{harness.stack_name}.json.attrs").write_bytes(b"")  # as the kill left it
-    unreadable = by_a_person(
-        subprocess.run,
-        ["pulumi", "stack", "export", "--stack", harness.stack_name],
-        cwd=harness.by_hand_project(tmp_path / "reader"),
-        env=harness.process_env() | harness.env.variables(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert "failed to load checkpoint: EOF" in unreadable.stderr, unreadable.stderr
+    torn_by_a_kill(harness, tmp_path)
 
     harness.configure([replica("torn-a"), replica("torn-b")])
     result = harness.up()
@@ -335,6 +322,49 @@ def test_a_checkpoint_torn_by_a_kill_during_the_state_write_is_recovered_by_the_
         ("torn-b", "create"),
     ]
     assert automation.stack_locks(harness.env.state_dir, harness.stack_name) == []
+
+
+def test_a_checkpoint_torn_under_an_open_namespace_stack_is_recovered_by_its_next_remove(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """A control plane keeps its ``NamespaceStack`` (the stack opened once) while a run of it
+    is killed during the state write: the next call on the same object recovers before it
+    reads the state, as a fresh one would, instead of failing on the torn checkpoint."""
+    harness.configure([replica("torn-a"), replica("torn-b")])  # the killed person's stack file
+    stack = harness.namespace_stack(tmp_path / "workspace")
+    stack.ensure([intent("torn-a"), intent("torn-b")])
+    torn_by_a_kill(harness, tmp_path)
+
+    result = stack.remove("torn-a")
+    assert {r.external_key: r.change for r in result.replicas} == {
+        "torn-a": "delete",
+        "torn-b": "same",
+    }
+    assert harness.get(kinds.DEPLOYMENT, "torn-a") is None
+    assert harness.get(kinds.DEPLOYMENT, "torn-b") is not None
+    assert harness.env.state_dir is not None
+    assert automation.stack_locks(harness.env.state_dir, harness.stack_name) == []
+
+
+def torn_by_a_kill(harness: Harness, directory: Path) -> None:
+    """The stack as a run SIGKILLed during the state write leaves it on the file backend: its
+    lock held by a dead process (the CLI removes it after the write) and the checkpoint's
+    attributes empty, which the CLI then fails to load."""
+    assert harness.env.state_dir is not None
+    with held_by_a_person(harness, directory / "killed"):
+        pass  # SIGKILLed holding the stack's lock, as a run killed mid-write is
+    checkpoint = harness.env.state_dir / ".pulumi" / "stacks" / "infercrane"
+    (checkpoint / f"{harness.stack_name}.json.attrs").write_bytes(b"")  # as the kill left it
+    unreadable = by_a_person(
+        subprocess.run,
+        ["pulumi", "stack", "export", "--stack", harness.stack_name],
+        cwd=harness.by_hand_project(directory / "reader"),
+        env=harness.process_env() | harness.env.variables(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "failed to load checkpoint: EOF" in unreadable.stderr, unreadable.stderr
 
 
 def test_removing_an_intent_and_destroy_delete_exactly_ours(
