@@ -36,6 +36,8 @@ CONFIG_NAMESPACE = "infercrane"
 # tied to it by a test): what ``infercrane:kubernetes.workloadApi`` accepts.
 WorkloadApiName = Literal["deployment", "kserve"]
 KUBERNETES_KEY = f"{CONFIG_NAMESPACE}:kubernetes"
+# The context of the Pod's own ServiceAccount (``kubeconfigs.in_cluster``).
+IN_CLUSTER_CONTEXT = "in-cluster"
 REPLICAS_KEY = f"{CONFIG_NAMESPACE}:replicas"
 POLICY_KEY = f"{CONFIG_NAMESPACE}:policy"
 # How an operator stores kubeconfig contents encrypted (the refusal of plain text names it).
@@ -165,7 +167,8 @@ class KubernetesSettings(_Model):
 
     context: Printable
     """The kubeconfig context every run uses, always passed explicitly: never the current
-    context."""
+    context. ``in-cluster``: the ServiceAccount of the Pod the driver runs in (its mounted
+    token and CA; then no kubeconfig is read, and none may be set)."""
     namespace: DnsLabel = "infercrane-system"
     """The namespace this stack deploys into; one stack per namespace."""
     kubeconfig: Kubeconfig | None = Field(default=None, repr=False)
@@ -214,6 +217,15 @@ class KubernetesSettings(_Model):
     """Opt-in beyond the InferCrane contract: tolerations of GPU nodes' taints."""
     runtime_class_name: DnsSubdomain | None = None
     """Opt-in beyond the InferCrane contract: the Pods' RuntimeClass (``nvidia``)."""
+
+    @model_validator(mode="after")
+    def _in_cluster_reads_no_kubeconfig(self) -> KubernetesSettings:
+        if self.context == IN_CLUSTER_CONTEXT and self.kubeconfig is not None:
+            raise ValueError(
+                f"context {IN_CLUSTER_CONTEXT!r} is the Pod's own ServiceAccount and reads no "
+                "kubeconfig: unset kubeconfig, or name another context"
+            )
+        return self
 
 
 class Workload(_Model):

@@ -22,7 +22,10 @@ sets to the project directory.
 
 The program is served from the driver's own process, where the pulumi-kubernetes SDK would read
 the driver's ``KUBECONFIG`` for a provider given none, so the provider is never given none. The
-context is always the stack's own.
+context is always the stack's own. One context name is reserved: ``in-cluster`` is the
+ServiceAccount of the Pod the driver runs in (``in_cluster``). It is chosen in the
+stack's settings like any other context, so that every driver takes it the same way and a
+reviewer sees it there; it is never a fallback.
 
 ``identity`` names the API server a context reaches, its URL and the certificate authority it
 trusts, read from the kubeconfig the way the provider reads it: the program compares it with the
@@ -45,11 +48,19 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import KUBERNETES_KEY, KubernetesSettings, StackConfig
+from infercrane_pulumi.intents import (
+    IN_CLUSTER_CONTEXT,
+    KUBERNETES_KEY,
+    KubernetesSettings,
+    StackConfig,
+)
 from infercrane_pulumi.validators import is_kubeconfig_contents, kubeconfig_document
 
 # The driver-side name of the fallback, for refusals.
 DRIVER_KUBECONFIG = "the driver's kubeconfig (PulumiEnvironment.kubeconfig, or $KUBECONFIG)"
+# Where the kubelet mounts a Pod's ServiceAccount token and the cluster's CA (client-go's
+# in-cluster configuration reads the same files).
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,8 @@ def resolved(settings: KubernetesSettings, fallback: Path | str | None) -> Kuber
     their own, else ``fallback`` (the driver's), a relative path anchored at this process's
     working directory. One ``ConfigError`` line when neither names one, or when the fallback
     is a list of files (kubectl merges them; the provider is given exactly one)."""
+    if settings.context == IN_CLUSTER_CONTEXT:  # its settings name no kubeconfig (``intents``)
+        return settings.model_copy(update={"kubeconfig": in_cluster(os.environ)})
     source = settings.kubeconfig
     if source is None:
         if fallback is None:
@@ -119,6 +132,38 @@ def resolved(settings: KubernetesSettings, fallback: Path | str | None) -> Kuber
                 f"({source}); name one, or set infercrane:kubernetes.kubeconfig"
             )
     return settings.model_copy(update={"kubeconfig": anchored(source, Path.cwd())})
+
+
+def in_cluster(environ: Mapping[str, str]) -> str:
+    """The kubeconfig (the contents) of the Pod this process runs in, as its ServiceAccount:
+    the API server from ``KUBERNETES_SERVICE_HOST``/``_PORT``, the mounted CA, and the mounted
+    token as ``tokenFile``, which both clients read again (client-go every minute, ours at each
+    connection), so that the kubelet's rotation of the projected token needs no restart. It
+    holds no credential, only the files' paths. One ``ConfigError`` line outside a Pod."""
+    host = environ.get("KUBERNETES_SERVICE_HOST", "")
+    port = environ.get("KUBERNETES_SERVICE_PORT", "")
+    token, ca = SERVICE_ACCOUNT_DIR / "token", SERVICE_ACCOUNT_DIR / "ca.crt"
+    missing = [
+        *([] if host else ["KUBERNETES_SERVICE_HOST"]),
+        *([] if port.isdecimal() else ["KUBERNETES_SERVICE_PORT"]),
+        *(str(path) for path in (token, ca) if not path.is_file()),
+    ]
+    if missing:
+        raise ConfigError(
+            f"{KUBERNETES_KEY}.context: {IN_CLUSTER_CONTEXT!r} is the ServiceAccount of the Pod "
+            f"this runs in, and this process is not in one (missing: {', '.join(missing)})"
+        )
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    name = IN_CLUSTER_CONTEXT
+    cluster = {"server": server, "certificate-authority": str(ca)}
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": {"tokenFile": str(token)}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+    }
+    return yaml.safe_dump(document, sort_keys=False)
 
 
 def for_run(config: StackConfig, fallback: Path | str | None) -> StackConfig:

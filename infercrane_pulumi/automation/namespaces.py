@@ -183,6 +183,9 @@ class NamespaceStack:
         named: frozenset[str] | None = None,
         judged: bool = True,
     ) -> results.StackResult:
+        # The cluster this run would reach, refused (in one line) before the stack is opened or
+        # its file written; the run resolves it again, the same.
+        kubeconfigs.resolved(config.kubernetes, self.env.kubeconfig)
         options = RunOptions(
             on_event=self.on_event,
             wait_seconds=self.wait_seconds,

@@ -167,6 +167,93 @@ def test_the_identity_is_the_context_server_and_the_digest_of_its_ca(tmp_path: P
     assert str(system) == "https://10.0.0.1:6443 (CA system CAs)"
 
 
+@pytest.fixture
+def pod(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A Pod's ServiceAccount mount: its token and the cluster's CA."""
+    (tmp_path / "token").write_text("the-projected-token")
+    (tmp_path / "ca.crt").write_bytes(CA)
+    monkeypatch.setattr(kubeconfigs, "SERVICE_ACCOUNT_DIR", tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("host", "server"),
+    [("10.96.0.1", "https://10.96.0.1:443"), ("fd00:10:96::1", "https://[fd00:10:96::1]:443")],
+)
+def test_in_cluster_is_the_pods_service_account_read_from_its_mount_and_never_a_kubeconfig(
+    monkeypatch: pytest.MonkeyPatch, pod: Path, host: str, server: str
+) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.setenv("KUBECONFIG", "/decoy")
+    given = settings(context="in-cluster")
+    resolved = kubeconfigs.resolved(given, "/driver/kubeconfig")
+    assert resolved.kubeconfig is not None
+    assert yaml.safe_load(resolved.kubeconfig) == {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "in-cluster",
+                "cluster": {"server": server, "certificate-authority": str(pod / "ca.crt")},
+            }
+        ],
+        # The file, read again by each client: the kubelet rotates it in place.
+        "users": [{"name": "in-cluster", "user": {"tokenFile": str(pod / "token")}}],
+        "contexts": [
+            {"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "in-cluster"}}
+        ],
+    }
+    assert resolved == given.model_copy(update={"kubeconfig": resolved.kubeconfig})
+    assert "the-projected-token" not in resolved.kubeconfig
+    expected = ClusterIdentity(server, hashlib.sha256(CA).hexdigest())
+    assert kubeconfigs.identity(resolved) == expected
+
+
+@pytest.mark.parametrize(
+    ("environ", "removed", "missing"),
+    [
+        ({}, (), "KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT"),
+        (
+            {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "https"},
+            (),
+            "KUBERNETES_SERVICE_PORT",
+        ),
+        (
+            {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"},
+            ("token",),
+            "{pod}/token",
+        ),
+        (
+            {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"},
+            ("token", "ca.crt"),
+            "{pod}/token, {pod}/ca.crt",
+        ),
+    ],
+)
+def test_in_cluster_outside_a_pod_is_one_line_naming_what_is_missing(
+    pod: Path, environ: dict[str, str], removed: tuple[str, ...], missing: str
+) -> None:
+    for name in removed:
+        (pod / name).unlink()
+    with pytest.raises(ConfigError) as refused:
+        kubeconfigs.in_cluster(environ)
+    assert refused.value.problems == (
+        "infercrane:kubernetes.context: 'in-cluster' is the ServiceAccount of the Pod this "
+        f"runs in, and this process is not in one (missing: {missing.format(pod=pod)})",
+    )
+    assert not refused.value.retryable
+
+
+def test_in_cluster_beside_a_kubeconfig_is_refused_as_configuration() -> None:
+    with pytest.raises(ConfigError) as refused:
+        settings(context="in-cluster", kubeconfig="/etc/kc.yaml")
+    assert refused.value.problems == (
+        "infercrane:kubernetes: context 'in-cluster' is the Pod's own ServiceAccount and reads "
+        "no kubeconfig: unset kubeconfig, or name another context",
+    )
+
+
 def test_the_identity_never_carries_credentials_from_the_server_url() -> None:
     found = kubeconfigs.identity(
         settings(kubeconfig=kubeconfig("https://admin:hunter2@10.0.0.1:6443", {}))

@@ -175,9 +175,16 @@ def _mark_held(where: str) -> None:
 
 class Driver(Replica):
     """A driver process for one namespace (``settings``, as ``settings_of`` gives them), its
-    own workspace, PULUMI_HOME and TMPDIR under ``own``, whose name names it."""
+    own workspace, PULUMI_HOME and TMPDIR under ``own``, whose name names it; ``wrapper``: the
+    command it runs under (``test_in_cluster``'s Pod)."""
 
-    def __init__(self, own: Path, backend: SharedBackend, settings: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        own: Path,
+        backend: SharedBackend,
+        settings: Mapping[str, Any],
+        wrapper: Sequence[str] = (),
+    ) -> None:
         self.name = own.name
         # The plugin installed as on any host: a copy of the same files (hard links).
         shutil.copytree(PLUGINS, own / "pulumi-home" / "plugins", copy_function=os.link)
@@ -195,7 +202,7 @@ class Driver(Replica):
         self.tmp.mkdir(mode=0o700)
         self.stderr = (own / "stderr").open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(own / "spec.json")],
+            [*wrapper, sys.executable, "-m", __name__, str(own / "spec.json")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
