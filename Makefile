@@ -56,17 +56,15 @@ test-pythons: venv base-tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.pythons
 
 ## soak: the deletion rule's property test (tests/conformance/faults/test_deletion_rule.py) on
-## random sequences for about SOAK_MINUTES (default 60; as many as fit at make test's pace) on a
-## local control plane of its own; prints its seed first (SEED=<n> draws the same sequences
-## again). Not part of `test`, which runs a fixed set
-SOAK_MINUTES ?= 60
+## random sequences for at least SOAK_MINUTES (default 60), in batches of about
+## SOAK_BATCH_MINUTES (default 15), each on a local control plane of its own; prints its seed
+## first (SEED=<n> draws the same batches again; hack/soak.sh). Not part of `test`, which runs a
+## fixed set
 .PHONY: soak
 soak: venv base-tools
-	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
-	echo "soak: seed $$seed, $(SOAK_MINUTES) minutes (SEED=$$seed draws the same sequences)"; \
-	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) INFERCRANE_SOAK_MINUTES='$(SOAK_MINUTES)' \
-	  $(PY) -m pytest -rs -p no:cacheprovider --hypothesis-seed="$$seed" \
-	  tests/conformance/faults/test_deletion_rule.py $(PYTEST_ARGS)
+	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) SOAK_MINUTES='$(SOAK_MINUTES)' \
+	  SOAK_BATCH_MINUTES='$(SOAK_BATCH_MINUTES)' SEED='$(SEED)' PY='$(PY)' \
+	  PYTEST_ARGS='$(PYTEST_ARGS)' hack/soak.sh
 
 ## unit: the fast tests only (no binaries, no cluster)
 unit: venv

@@ -24,8 +24,9 @@ call from a fresh driver process, on the same backend). Every call runs in a dri
   pending operation, and the same ``ensure`` again is a verified no-op touching nothing.
 
 ``make test`` runs a fixed set of sequences (derandomized: the same ones every run; a failure
-prints the shrunk sequence of steps and each step's notes). ``make soak`` runs random ones for
-about ``INFERCRANE_SOAK_MINUTES`` under the seed it prints (``--hypothesis-seed``).
+prints the shrunk sequence of steps and each step's notes). Each batch of ``make soak``
+(``hack/soak.sh``) runs random ones for about ``INFERCRANE_SOAK_MINUTES`` under the seed it
+prints (``--hypothesis-seed``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `make soak`: the deletion rule's property test (tests/conformance/faults/test_deletion_rule.py)
+# on random sequences for at least SOAK_MINUTES, in batches of about SOAK_BATCH_MINUTES. One
+# hypothesis run draws a fixed number of sequences (it has no time bound, and one cut short
+# replays its choices differently: FlakyStrategyDefinition), sized from a pace measured on a
+# quiet machine, so a faster run ends early; batches, each its own seed (the first is printed,
+# then each next is one more), run until the time is up. A failure stops the soak and names its
+# batch's seed: SEED=<n> SOAK_MINUTES=<batch minutes> draws that batch again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+minutes=${SOAK_MINUTES:-60}
+batch_minutes=${SOAK_BATCH_MINUTES:-15}
+seed=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+started=$(date +%s)
+end=$((started + minutes * 60))
+echo "soak: seed $seed, at least $minutes minutes in batches of about $batch_minutes (SEED=$seed draws the same batches)"
+batch=0
+while [ "$(date +%s)" -lt "$end" ]; do
+  batch=$((batch + 1))
+  echo "soak batch $batch: seed $seed, $(( ($(date +%s) - started) / 60 )) min in"
+  # PYTEST_ARGS is several words, split as make's other targets split it.
+  # shellcheck disable=SC2086
+  if ! INFERCRANE_SOAK_MINUTES=$batch_minutes "${PY:-.venv/bin/python}" -m pytest -rs -p no:cacheprovider \
+      --hypothesis-seed="$seed" tests/conformance/faults/test_deletion_rule.py ${PYTEST_ARGS:-}; then
+    echo "soak: batch $batch failed; SEED=$seed SOAK_MINUTES=$batch_minutes SOAK_BATCH_MINUTES=$batch_minutes draws it again"
+    exit 1
+  fi
+  seed=$((seed + 1))
+done
+echo "soak: $batch batches passed in $(( ($(date +%s) - started) / 60 )) min"
