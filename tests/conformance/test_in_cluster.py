@@ -21,6 +21,8 @@ import contextlib
 import functools
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +41,10 @@ from infercrane_pulumi.intents import IN_CLUSTER_CONTEXT, KubernetesSettings
 from tests.conformance.backends import Tenant
 from tests.conformance.faults import checker
 from tests.conformance.faults.driver import Driver
-from tests.conformance.harness import IMAGE, intent, replica, wait_for
+from tests.conformance.harness import IMAGE, Harness, intent, replica, wait_for
+from tests.conformance.identity import ProviderIdentity
 from tests.conformance.replica import SharedBackend
+from tests.runguard import by_a_person
 
 pytestmark = pytest.mark.conformance
 
@@ -51,11 +55,13 @@ class ServiceAccountMount:
     """The kubelet's side: the mounted directory, the API server's address as a Pod's
     environment gives it, and the token the kubelet would project and rotate."""
 
-    def __init__(self, directory: Path, tenant: Tenant, admin: client.ApiClient) -> None:
+    def __init__(
+        self, directory: Path, provider: ProviderIdentity, admin: client.ApiClient
+    ) -> None:
         self.directory = directory
-        self.namespace = tenant.namespace
+        self.namespace = provider.namespace
         self.admin = admin
-        cluster = tenant.provider.document()["clusters"][0]["cluster"]
+        cluster = provider.document()["clusters"][0]["cluster"]
         address = urlsplit(cluster["server"])
         assert address.hostname is not None and address.port is not None, cluster["server"]
         self.host, self.port = address.hostname, address.port
@@ -140,6 +146,16 @@ def mount_point() -> Iterator[Path]:
             directory.rmdir()
 
 
+def keys_of(admin: Cluster, namespace: str) -> set[tuple[str, str | None]]:
+    """Every Deployment and Service of ``namespace``, by kind and key, read as admin."""
+    listed = checker.listed(admin, namespace)
+    return {(kind, checker.key_of(meta)) for (kind, _), meta in listed.items()}
+
+
+def objects(*keys: str) -> set[tuple[str, str | None]]:
+    return {(kind, key) for key in keys for kind in ("Deployment", "Service")}
+
+
 def settings_in_cluster(tenant: Tenant) -> dict[str, Any]:
     return {"context": IN_CLUSTER_CONTEXT, "namespace": tenant.namespace, "imageDigest": IMAGE}
 
@@ -147,7 +163,7 @@ def settings_in_cluster(tenant: Tenant) -> dict[str, Any]:
 def test_a_driver_in_a_pod_runs_as_its_service_account_across_token_rotations(
     tenant: Tenant, admin_client: client.ApiClient, mount_point: Path, tmp_path: Path
 ) -> None:
-    pod = ServiceAccountMount(tmp_path / "serviceaccount", tenant, admin_client)
+    pod = ServiceAccountMount(tmp_path / "serviceaccount", tenant.provider, admin_client)
     pod.rotate()
     backend = SharedBackend(url=(tmp_path / "state").as_uri(), variables={})
     (tmp_path / "state").mkdir()
@@ -155,23 +171,13 @@ def test_a_driver_in_a_pod_runs_as_its_service_account_across_token_rotations(
     namespace = tenant.namespace
     admin = Cluster(RestTransport(admin_client), context="admin")
 
-    def found() -> set[tuple[str, str | None]]:
-        """Every Deployment and Service of the namespace, by kind and key."""
-        return {
-            (kind, checker.key_of(meta))
-            for (kind, _), meta in checker.listed(admin, namespace).items()
-        }
-
-    def objects(*keys: str) -> set[tuple[str, str | None]]:
-        return {(kind, key) for key in keys for kind in ("Deployment", "Service")}
-
     try:
         first = driver.call(
             "apply", namespace=namespace, intents=[replica("ic-a"), replica("ic-b")]
         )
         assert first["ok"], first
         assert first["changes"] == {"ic-a": "create", "ic-b": "create"}
-        assert found() == objects("ic-a", "ic-b")
+        assert keys_of(admin, namespace) == objects("ic-a", "ic-b")
 
         for round_ in range(2):  # each run after a rotation, the old token already refused
             old = pod.rotate()
@@ -185,11 +191,11 @@ def test_a_driver_in_a_pod_runs_as_its_service_account_across_token_rotations(
             assert grown["changes"] == {"ic-a": "same", "ic-b": "same", added: "create"}
             removed = driver.call("remove", namespace=namespace, key=added)
             assert removed["ok"], removed
-            assert found() == objects("ic-a", "ic-b")
+            assert keys_of(admin, namespace) == objects("ic-a", "ic-b")
 
         gone = driver.call("destroy", namespace=namespace)
         assert gone["ok"], gone
-        assert found() == set()
+        assert keys_of(admin, namespace) == set()
     finally:
         driver.close()
     assert (tmp_path / "driver" / "stderr").read_text() == ""
@@ -223,3 +229,53 @@ def test_in_cluster_outside_a_pod_or_with_a_kubeconfig_is_refused_in_one_line(
         KubernetesSettings.model_validate(
             settings_in_cluster(tenant) | {"kubeconfig": str(tenant.provider.kubeconfig)}
         )
+
+
+def test_the_command_line_and_a_persons_pulumi_up_in_a_pod_take_the_same_context(
+    harness: Harness, admin_client: client.ApiClient, mount_point: Path, tmp_path: Path
+) -> None:
+    """The stack file names ``in-cluster`` and no kubeconfig; the process's ``KUBECONFIG``
+    names a file that does not exist, which neither reads."""
+    pod = ServiceAccountMount(tmp_path / "serviceaccount", harness.provider, admin_client)
+    pod.rotate()
+    admin = Cluster(RestTransport(admin_client), context="admin")
+    environment = harness.process_env() | {"KUBECONFIG": str(tmp_path / "no-such-kubeconfig")}
+    harness.configure([replica("ic-cli")], context=IN_CLUSTER_CONTEXT)
+    cli = subprocess.run(
+        [
+            *pod.wrapper,
+            sys.executable,
+            "-m",
+            "infercrane_pulumi",
+            "up",
+            "--stack",
+            harness.stack_name,
+            "--project-dir",
+            str(harness.project_dir),
+            "--json",
+        ],
+        env=environment
+        | harness.env.variables()
+        | {"INFERCRANE_TOOLS_BIN": str(harness.env.bin_dir)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
+    assert keys_of(admin, harness.namespace) == objects("ic-cli")
+
+    harness.configure([replica("ic-cli"), replica("ic-hand")], context=IN_CLUSTER_CONTEXT)
+    project = harness.by_hand_project(tmp_path / "by-hand")
+    person = by_a_person(
+        subprocess.run,
+        [*pod.wrapper, "pulumi", "up", "--yes", "--stack", harness.stack_name, "--non-interactive"],
+        cwd=project,
+        env=environment | harness.env.variables(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert person.returncode == 0, person.stdout[-2000:] + person.stderr[-2000:]
+    assert keys_of(admin, harness.namespace) == objects("ic-cli", "ic-hand")
