@@ -1,13 +1,10 @@
-"""The ownership preflight that runs before anything is written, on every path.
+"""What the API server is asked before anything is written, on every path: one metadata
+``snapshot`` of the namespace, whether the workload API is served as the provider needs it, and
+a strict server-side dry-run (our field manager, never forced) of every applied object.
 
-pulumi-kubernetes would silently adopt a same-named object (its server-side create is an
-upsert) and silently rename some foreign field managers to its own. So, before anything is
-written: every object the run applies or deletes that exists must be exactly ours and free of
-such managers, and a strict server-side dry-run (our field manager, never forced) of every
-applied object must succeed. The decisions are pure functions over one metadata ``snapshot`` of
-the namespace (one LIST per owned kind), which a driver also uses for its drift decision;
-``verdict`` judges every object over it once, and ``ownership`` puts the checks together as
-the one rule every run obeys.
+``verdict`` judges every object over the snapshot once (whether it is exactly ours, and free of
+the field managers pulumi-kubernetes would take over), and ``ownership`` puts the checks
+together as the one rule every run obeys.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from infercrane_pulumi import naming, workloads
+from infercrane_pulumi import workloads
 from infercrane_pulumi.cluster.client import (
     Cluster,
     Response,
@@ -34,72 +31,6 @@ DRY_RUN_CONCURRENCY = 8
 
 # The metadata of every object of each owned kind in the namespace: kind -> name -> metadata.
 Snapshot = Mapping[str, Mapping[str, Mapping[str, Any]]]
-
-# pulumi-kubernetes silently renames these managers to its own on every real update
-# (fixCSAFieldManagers in v4.25), taking over fields somebody else set: we refuse instead.
-TAKEOVER_MANAGERS = frozenset(
-    {
-        ("kubectl", "Apply"),
-        ("kubectl", "Update"),
-        ("before-first-apply", "Update"),
-        ("pulumi-kubernetes", "Update"),
-        ("pulumi-kubernetes.exe", "Update"),
-        ("pulumi-resource-kubernetes", "Update"),
-    }
-)
-
-
-def ownership_problems(desired: Manifest, live: Mapping[str, Any] | None) -> list[str]:
-    """Why an existing object at a desired name must not be applied to (empty: safe)."""
-    if live is None:
-        return []
-    what = object_subject(desired)
-    meta = live.get("metadata") or {}
-    foreign = foreign_problems(desired, meta)
-    if foreign:
-        return foreign
-    entries = meta.get("managedFields") or []
-    if not entries:
-        return [f"{what}: has no managedFields, so the provider would force its apply; refusing"]
-    return [
-        f"{what}: fields {', '.join(field_paths(entry.get('fieldsV1') or {})) or '(none)'} "
-        f"managed by {entry.get('manager')!r} ({entry.get('operation')}) would be silently "
-        "taken over by pulumi-kubernetes; have that manager release them first"
-        for entry in entries
-        if (entry.get("manager"), entry.get("operation")) in TAKEOVER_MANAGERS
-    ]
-
-
-def foreign_problems(desired: Manifest, meta: Mapping[str, Any]) -> list[str]:
-    """Why the live object at a desired name is not exactly ours (empty: it is): its marks
-    must name our key, and when both carry a stack identity, the same stack."""
-    key = desired["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY]
-    if not naming.is_exactly_ours(meta, desired["metadata"]["namespace"], key):
-        return [
-            f"{object_subject(desired)}: exists but is not exactly ours (managed-by, key-hash "
-            "label and key annotation must all match); InferCrane never adopts, changes or "
-            "deletes it"
-        ]
-    ours = desired["metadata"]["labels"].get(naming.LABEL_STACK)
-    theirs = (meta.get("labels") or {}).get(naming.LABEL_STACK)
-    if ours is not None and theirs is not None and ours != theirs:
-        return [
-            f"{object_subject(desired)}: belongs to another stack (stack-hash {theirs}); "
-            "InferCrane never adopts, changes or deletes another stack's object"
-        ]
-    return []
-
-
-def field_paths(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Leaf paths of a managedFields ``fieldsV1`` set, like ``.spec.replicas``."""
-    paths: list[str] = []
-    for key, sub in fields.items():
-        if key == ".":
-            continue
-        step = f"{prefix}.{key[2:]}" if key.startswith("f:") else f"{prefix}[{key[2:]}]"
-        paths += field_paths(sub, step) if sub else [step]
-    return paths
-
 
 def conflict_problems(obj: Manifest, response: Response) -> list[str]:
     """The field conflicts a strict server-side dry-run answered with (409), one line each."""
