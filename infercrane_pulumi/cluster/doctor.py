@@ -80,7 +80,13 @@ def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
                 )
             )
         try:
-            found = cluster.select(kind, settings.namespace, naming.OWNED_SELECTOR)
+            labelled = cluster.select(kind, settings.namespace, naming.OWNED_SELECTOR)
+            # Our labels alone a look-alike can carry: counted are the exactly-ours.
+            found = [
+                obj
+                for obj in labelled
+                if naming.owner_key(obj.get("metadata") or {}, settings.namespace) is not None
+            ]
             rows.append(DoctorRow("ok", f"list:{kind.resource}", f"{len(found)} owned object(s)"))
             if kind == INFERENCE_SERVICE:
                 rows.append(kserve_controller(found))

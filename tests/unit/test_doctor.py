@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.cluster.doctor import (
     OWNED_VERBS,
@@ -16,7 +18,9 @@ from infercrane_pulumi.kinds import DEPLOYMENT, SERVICE
 from tests.unit.fake_cluster import NS, FakeTransport, config
 
 
-def _doctor_transport(denied: set[str]) -> FakeTransport:
+def _doctor_transport(
+    denied: set[str], deployments: list[dict[str, Any]] | None = None
+) -> FakeTransport:
     class Reviews(FakeTransport):
         def request(self, method: str, path: str, **kwargs: Any) -> Response:
             if path.endswith("selfsubjectaccessreviews"):
@@ -29,7 +33,7 @@ def _doctor_transport(denied: set[str]) -> FakeTransport:
     return Reviews(
         {
             ("GET", "/version"): Response(200, {"gitVersion": "v1.36.3"}),
-            ("GET", DEPLOYMENT.collection(NS)): Response(200, {"items": []}),
+            ("GET", DEPLOYMENT.collection(NS)): Response(200, {"items": deployments or []}),
             ("GET", SERVICE.collection(NS)): Response(200, {"items": []}),
         }
     )
@@ -67,6 +71,15 @@ def test_in_kserve_mode_doctor_warns_that_without_pods_ready_can_be_the_previous
         "until KServe reconciles a change can be the previous intent's"
     )
     assert pods_row(True, kserve=True) == pods_row(True, kserve=False)
+
+
+def test_doctor_counts_exactly_ours_never_a_look_alike_with_our_labels() -> None:
+    ours = workloads.stack_objects(config())[0]
+    look_alike = copy.deepcopy(ours)
+    look_alike["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY] = "someone-else"
+    transport = _doctor_transport(set(), [ours, look_alike])
+    rows = doctor(Cluster(transport), config().kubernetes)
+    assert DoctorRow("ok", "list:deployments.apps", "1 owned object(s)") in rows
 
 
 def test_doctor_names_a_missing_verb() -> None:
