@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -200,12 +200,21 @@ class Harness:
             stack_name=stack_name or self.stack_name,
         )
 
-    def cli(
-        self, *args: str, env: dict[str, str] | None = None
+    def cli_up(
+        self, env: dict[str, str], *, wrapper: Sequence[str] = ()
     ) -> subprocess.CompletedProcess[str]:
-        """``infercrane-pulumi <args>`` in a fresh process (default: as the provider identity)."""
+        """``infercrane-pulumi up --json`` of this test's stack, as ``cli`` runs it."""
+        stack, project = self.stack_name, str(self.project_dir)
+        up = ("up", "--stack", stack, "--project-dir", project, "--json")
+        return self.cli(*up, env=env, wrapper=wrapper)
+
+    def cli(
+        self, *args: str, env: dict[str, str] | None = None, wrapper: Sequence[str] = ()
+    ) -> subprocess.CompletedProcess[str]:
+        """``infercrane-pulumi <args>`` in a fresh process (default: as the provider identity),
+        run under ``wrapper`` (a command that runs the rest: ``test_in_cluster``'s Pod)."""
         return subprocess.run(
-            [sys.executable, "-m", "infercrane_pulumi", *args],
+            [*wrapper, sys.executable, "-m", "infercrane_pulumi", *args],
             env=env or self.process_env(),
             capture_output=True,
             text=True,

@@ -260,15 +260,7 @@ def test_the_command_line_reaches_the_kubeconfig_its_stack_file_names(
         "INFERCRANE_TOOLS_BIN": str(harness.env.bin_dir),
     }
     assert environment == ambient.over(environment)  # the decoy's variables included
-    done = harness.cli(
-        "up",
-        "--stack",
-        harness.stack_name,
-        "--project-dir",
-        str(harness.project_dir),
-        "--json",
-        env=environment,
-    )
+    done = harness.cli_up(environment)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert owned_names(harness) == names_of("amb-cli")
     assert ambient.tripwire.connections == 0

@@ -22,7 +22,6 @@ import functools
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +43,7 @@ from tests.conformance.faults.driver import Driver
 from tests.conformance.harness import IMAGE, Harness, intent, replica, wait_for
 from tests.conformance.identity import ProviderIdentity
 from tests.conformance.replica import SharedBackend
+from tests.conformance.test_cli_and_faults import cli_env
 from tests.runguard import by_a_person
 
 pytestmark = pytest.mark.conformance
@@ -239,29 +239,9 @@ def test_the_command_line_and_a_persons_pulumi_up_in_a_pod_take_the_same_context
     pod = ServiceAccountMount(tmp_path / "serviceaccount", harness.provider, admin_client)
     pod.rotate()
     admin = Cluster(RestTransport(admin_client), context="admin")
-    environment = harness.process_env() | {"KUBECONFIG": str(tmp_path / "no-such-kubeconfig")}
+    no_kubeconfig = {"KUBECONFIG": str(tmp_path / "no-such-kubeconfig")}
     harness.configure([replica("ic-cli")], context=IN_CLUSTER_CONTEXT)
-    cli = subprocess.run(
-        [
-            *pod.wrapper,
-            sys.executable,
-            "-m",
-            "infercrane_pulumi",
-            "up",
-            "--stack",
-            harness.stack_name,
-            "--project-dir",
-            str(harness.project_dir),
-            "--json",
-        ],
-        env=environment
-        | harness.env.variables()
-        | {"INFERCRANE_TOOLS_BIN": str(harness.env.bin_dir)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    cli = harness.cli_up(cli_env(harness) | no_kubeconfig, wrapper=pod.wrapper)
     assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
     assert keys_of(admin, harness.namespace) == objects("ic-cli")
 
@@ -271,7 +251,7 @@ def test_the_command_line_and_a_persons_pulumi_up_in_a_pod_take_the_same_context
         subprocess.run,
         [*pod.wrapper, "pulumi", "up", "--yes", "--stack", harness.stack_name, "--non-interactive"],
         cwd=project,
-        env=environment | harness.env.variables(),
+        env=harness.process_env() | harness.env.variables() | no_kubeconfig,
         capture_output=True,
         text=True,
         check=False,

@@ -68,16 +68,7 @@ def test_a_stack_files_policy_refuses_with_its_exit_code_and_warns_advisory(
         [replica("policy-flag", runtimeArgs=["--trust-remote-code"])],
         policy={"modelPatterns": ["meta-llama/*"]},
     )
-    project = str(harness.project_dir)
-    done = harness.cli(
-        "up",
-        "--stack",
-        harness.stack_name,
-        "--project-dir",
-        project,
-        "--json",
-        env=cli_env(harness),
-    )
+    done = harness.cli_up(cli_env(harness))
     assert done.returncode == EXIT_POLICY, done.stderr
     assert json.loads(done.stdout)["error"] == {
         "code": "policy-violation",
@@ -104,7 +95,7 @@ def test_a_stack_files_policy_refuses_with_its_exit_code_and_warns_advisory(
         "--stack",
         harness.stack_name,
         "--project-dir",
-        project,
+        str(harness.project_dir),
         "--key",
         "gone",
         env=cli_env(harness),
