@@ -41,7 +41,15 @@ from dataclasses import dataclass
 from pulumi import automation as auto
 
 from infercrane_pulumi import kubeconfigs, naming, workloads
-from infercrane_pulumi.automation import engine, leases, project, results, retention, stacks
+from infercrane_pulumi.automation import (
+    engine,
+    holders,
+    leases,
+    project,
+    results,
+    retention,
+    stacks,
+)
 from infercrane_pulumi.automation.attempt import attempt
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
@@ -140,7 +148,7 @@ def run(
         last_run = stacks.applied(stack) if applied is None else applied
         # A verified no-op must not answer for a stack another operation is changing
         # (under a lease, none can be).
-        alone = lease is not None or not stacks.held_elsewhere(env, stack.name)
+        alone = lease is not None or not holders.held_elsewhere(env, stack.name)
         plan = plan_run(
             cluster,
             operation,
@@ -207,7 +215,7 @@ def exclusive(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> I
     has one (``StackBusyError`` if not had within ``wait_seconds``). What a dead run left on
     the file backend is recovered before the caller reads anything: a stack opened before a
     run of it was killed (a kept ``NamespaceStack``) could not read its torn checkpoint."""
-    with stacks.serialized(env, stack_name), leases.held(env, stack_name, wait_seconds) as lease:
+    with holders.serialized(env, stack_name), leases.held(env, stack_name, wait_seconds) as lease:
         recover(env, stack_name)
         yield Held(stack_name, lease)
 
@@ -238,7 +246,7 @@ def _engine(
             # Before every attempt: a holder that died while we waited left its lock, which
             # ``wait_until_free`` counts as free but the CLI still refuses.
             recover(env, stack.name)
-            stacks.wait_until_free(env, stack.name, max(0.0, deadline - time.monotonic()))
+            holders.wait_until_free(env, stack.name, max(0.0, deadline - time.monotonic()))
         else:
             lease.check()
         try:

@@ -3,9 +3,8 @@ failure of Pulumi's own means as one of the project's typed errors. What the sta
 answers two questions for every driver alike: what a ``remove`` runs (``removal``) and how
 each key is doing (``observe_applied``).
 
-Running an operation is not here: ``automation.run`` is the one place that does. Operations on
-one stack are serialized within this process (``serialized``); across processes Pulumi's stack
-lock decides, and a caller may wait for it up to a deadline (``wait_until_free``).
+Running an operation is not here: ``automation.run`` is the one place that does; who holds a
+stack meanwhile is ``holders``.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -35,12 +32,8 @@ from infercrane_pulumi.intents import KubernetesSettings, StackConfig
 from infercrane_pulumi.records import Applied
 from infercrane_pulumi.workloads import render
 
-LOCK_POLL_SECONDS = 0.5
 # How a caller reads the cluster with settings it did not choose (the applied ones).
 Connect = Callable[[KubernetesSettings], client.Cluster]
-
-_guards: dict[tuple[str, str], threading.RLock] = {}
-_guards_lock = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -96,34 +89,6 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
                 return auto.select_stack(name, work_dir=str(project_dir), opts=options)
             except auto.errors.StackNotFoundError:
                 raise racing from None
-
-
-def serialized(env: PulumiEnvironment, stack_name: str) -> threading.RLock:
-    """The in-process lock of one stack: hold it across writing config and running."""
-    with _guards_lock:
-        return _guards.setdefault((env.backend, stack_name), threading.RLock())
-
-
-def holders(env: PulumiEnvironment, stack_name: str) -> list[engine.Lock]:
-    """The live operations (of other processes) holding the stack's lock right now, and any
-    lock of a holder the engine's reader cannot name (``engine.locks``: it fails closed)."""
-    return [lock for lock in engine.stack_locks(env.local_state, stack_name) if not lock.stale]
-
-
-def held_elsewhere(env: PulumiEnvironment, stack_name: str) -> bool:
-    """Whether the stack's lock may be held by another operation right now."""
-    return bool(holders(env, stack_name))
-
-
-def wait_until_free(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> None:
-    deadline = time.monotonic() + wait_seconds
-    while found := holders(env, stack_name):
-        if time.monotonic() >= deadline:
-            raise StackBusyError(
-                f"stack {stack_name}: its lock is held by {found[0].holder}"
-                + (f" (waited {wait_seconds:.0f}s)" if wait_seconds else "")
-            )
-        time.sleep(LOCK_POLL_SECONDS)
 
 
 def applied(stack: auto.Stack) -> Applied:

@@ -32,6 +32,7 @@ DRY_RUN_CONCURRENCY = 8
 # The metadata of every object of each owned kind in the namespace: kind -> name -> metadata.
 Snapshot = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
+
 def conflict_problems(obj: Manifest, response: Response) -> list[str]:
     """The field conflicts a strict server-side dry-run answered with (409), one line each."""
     what = object_subject(obj)

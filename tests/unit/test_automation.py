@@ -17,7 +17,7 @@ from pulumi import automation as auto
 from pulumi.automation._cmd import CommandResult
 
 from infercrane_pulumi import automation, errors
-from infercrane_pulumi.automation import stacks
+from infercrane_pulumi.automation import holders
 from infercrane_pulumi.automation.engine import own_lock, stack_locks
 from infercrane_pulumi.automation.recovery import break_locks, break_stale, recover
 from infercrane_pulumi.automation.stacks import pulumi_errors
@@ -174,7 +174,7 @@ def test_a_lock_layout_the_reader_does_not_know_holds_the_stack_fails_closed(
     [lock] = stack_locks(tmp_path, "t1")
     assert (lock.path, lock.pid, lock.stale) == (path, None, False)
     with pytest.raises(StackBusyError) as busy:
-        stacks.wait_until_free(env, "t1", 0)
+        holders.wait_until_free(env, "t1", 0)
     assert busy.value.retryable
     assert busy.value.problems == (
         f"stack t1: its lock is held by an unknown holder ({path.name}: not a lock this "

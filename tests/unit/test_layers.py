@@ -78,6 +78,7 @@ RANKS = {
     "automation.leases": 13,
     "automation.policypack": 14,
     "automation.recovery": 14,
+    "automation.holders": 14,
     "automation.retention": 14,
     "automation.stacks": 15,  # recovers a dead run before it selects a stack
     "automation.results": 15,

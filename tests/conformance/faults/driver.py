@@ -47,7 +47,7 @@ from pulumi import automation as auto
 
 from infercrane_dev.localcluster.processes import descendants, process_start_ticks
 from infercrane_pulumi import components, kinds, naming
-from infercrane_pulumi.automation import NamespaceStack, engine, stacks
+from infercrane_pulumi.automation import NamespaceStack, engine, holders
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.results import StackResult, step_of
 from infercrane_pulumi.cluster import deletion
@@ -121,7 +121,7 @@ _pass_on: PassOn = replica._answer
 def _marking_waits(
     wait: Callable[[PulumiEnvironment, str, float], None],
 ) -> Callable[[PulumiEnvironment, str, float], None]:
-    """``stacks.wait_until_free`` that first leaves ``WAITING_MARK``: the test can then kill the
+    """``holders.wait_until_free`` that first leaves ``WAITING_MARK``: the test can then kill the
     holder while this replica waits for it, not before."""
 
     def waiting(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> None:
@@ -439,7 +439,7 @@ def survivors(processes: Mapping[int, int | None]) -> list[str]:
 if __name__ == "__main__":
     replica._answer = answer
     # The run path looks the function up in the module at each call.
-    vars(stacks)["wait_until_free"] = _marking_waits(stacks.wait_until_free)
+    vars(holders)["wait_until_free"] = _marking_waits(holders.wait_until_free)
     vars(components)["_as_applied"] = _held_after(components._as_applied)
     vars(deletion)["delete_all"] = _held_before(deletion.delete_all)
     raise SystemExit(replica.main(sys.argv[1:]))
