@@ -1,15 +1,14 @@
 """Names, labels and annotations: pure functions of the durable key and the configuration.
 
 A retry after a lost response must land on the very same objects, so nothing here may depend on
-time, randomness, Pulumi state or the cluster. ``is_exactly_ours`` is the single definition of
-ownership that the guard, inspect and deletion all share.
+time, randomness, Pulumi state or the cluster. Whether a live object carries these marks
+exactly (ours) is the verdict's to say (``cluster.verdict.owner_key``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
@@ -111,22 +110,3 @@ def object_annotations(settings: KubernetesSettings, intent: ReplicaIntent) -> d
         ANNOTATION_CONTRACT: PROVIDER_CONTRACT,
         ANNOTATION_INTENT_HASH: intent_hash(settings, intent),
     }
-
-
-def owner_key(metadata: Mapping[str, Any], namespace: str) -> str | None:
-    """The external key of an exactly-ours object, or None when any ownership mark is off."""
-    object_labels = metadata.get("labels") or {}
-    key = (metadata.get("annotations") or {}).get(ANNOTATION_EXTERNAL_KEY)
-    if (
-        metadata.get("namespace") != namespace
-        or object_labels.get(LABEL_MANAGED_BY) != MANAGED_BY
-        or not isinstance(key, str)
-        or object_labels.get(LABEL_KEY_HASH) != key_hash(key)
-        or metadata.get("name") != object_name(key)
-    ):
-        return None
-    return key
-
-
-def is_exactly_ours(metadata: Mapping[str, Any], namespace: str, external_key: str) -> bool:
-    return owner_key(metadata, namespace) == external_key

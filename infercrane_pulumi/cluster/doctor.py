@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.preflight import api_problem
 from infercrane_pulumi.errors import InferCraneError
@@ -85,7 +86,7 @@ def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
             found = [
                 obj
                 for obj in labelled
-                if naming.owner_key(obj.get("metadata") or {}, settings.namespace) is not None
+                if verdict.owner_key(obj.get("metadata") or {}, settings.namespace) is not None
             ]
             rows.append(DoctorRow("ok", f"list:{kind.resource}", f"{len(found)} owned object(s)"))
             if kind == INFERENCE_SERVICE:

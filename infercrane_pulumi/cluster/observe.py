@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.intents import ReplicaIntent, StackConfig
 from infercrane_pulumi.kinds import POD
@@ -109,17 +110,18 @@ def replica_observation(
     by_kind = {obj["kind"]: obj for obj in objects}
     missing = [kind.kind for kind in api.kinds if kind.kind not in by_kind]
     if not by_kind:
-        verdict = Readiness("absent", "no object of this key exists")
+        readiness = Readiness("absent", "no object of this key exists")
     elif missing:
-        verdict = Readiness("degraded", f"missing: {', '.join(missing)}; the next up recreates it")
+        why = f"missing: {', '.join(missing)}; the next up recreates it"
+        readiness = Readiness("degraded", why)
     else:
-        verdict = api.readiness(by_kind[api.workload_kind.kind], desired_hash, pods)
+        readiness = api.readiness(by_kind[api.workload_kind.kind], desired_hash, pods)
     workload = by_kind.get(api.workload_kind.kind) or {}
     served_at = ((workload.get("status") or {}).get("address") or {}).get("url")
     return ReplicaObservation(
         external_key=intent.external_key,
-        state=verdict.state,
-        reason=verdict.reason,
+        state=readiness.state,
+        reason=readiness.reason,
         endpoint=str(served_at or endpoint),
         objects=tuple(observed_object(obj) for obj in objects),
     )
@@ -135,7 +137,7 @@ def observe(
     grouped: dict[str, list[dict[str, Any]]] = {}
     for kind in api.kinds:
         for item in cluster.select(kind, settings.namespace, naming.OWNED_SELECTOR):
-            key = naming.owner_key(item.get("metadata") or {}, settings.namespace)
+            key = verdict.owner_key(item.get("metadata") or {}, settings.namespace)
             if key is not None:
                 grouped.setdefault(key, []).append(item)
     pods = cluster.list_if_allowed(POD, settings.namespace, naming.OWNED_SELECTOR)

@@ -115,6 +115,26 @@ TAKEOVER_MANAGERS = frozenset(
 )
 
 
+def owner_key(metadata: Mapping[str, Any], namespace: str) -> str | None:
+    """The external key of an exactly-ours object, or None when any ownership mark is off: the
+    one definition of "ours" that the verdict, inspect and doctor share."""
+    object_labels = metadata.get("labels") or {}
+    key = (metadata.get("annotations") or {}).get(naming.ANNOTATION_EXTERNAL_KEY)
+    if (
+        metadata.get("namespace") != namespace
+        or object_labels.get(naming.LABEL_MANAGED_BY) != naming.MANAGED_BY
+        or not isinstance(key, str)
+        or object_labels.get(naming.LABEL_KEY_HASH) != naming.key_hash(key)
+        or metadata.get("name") != naming.object_name(key)
+    ):
+        return None
+    return key
+
+
+def is_exactly_ours(metadata: Mapping[str, Any], namespace: str, external_key: str) -> bool:
+    return owner_key(metadata, namespace) == external_key
+
+
 def ownership_problems(desired: Manifest, live: Mapping[str, Any] | None) -> list[str]:
     """Why an existing object at a desired name must not be applied to (empty: safe)."""
     if live is None:
@@ -140,7 +160,7 @@ def foreign_problems(desired: Manifest, meta: Mapping[str, Any]) -> list[str]:
     """Why the live object at a desired name is not exactly ours (empty: it is): its marks
     must name our key, and when both carry a stack identity, the same stack."""
     key = desired["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY]
-    if not naming.is_exactly_ours(meta, desired["metadata"]["namespace"], key):
+    if not is_exactly_ours(meta, desired["metadata"]["namespace"], key):
         return [
             f"{object_subject(desired)}: exists but is not exactly ours (managed-by, key-hash "
             "label and key annotation must all match); InferCrane never adopts, changes or "
@@ -303,7 +323,7 @@ def _leftovers(
     found = []
     for kind, objects in sorted(live.items()):
         for name, meta in sorted(objects.items()):
-            key = naming.owner_key(meta, namespace)
+            key = owner_key(meta, namespace)
             if key is None or (kind, name) in wanted:
                 continue
             marked = (meta.get("labels") or {}).get(naming.LABEL_STACK)

@@ -20,6 +20,7 @@ from pulumi import automation as auto
 
 from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import NamespaceStack
+from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.intents import KubernetesSettings
 from tests.conformance.harness import ENGINE_CLIS, Harness, intent, replica
 from tests.conformance.test_cli_and_faults import cli, finished
@@ -50,7 +51,7 @@ def test_kubeconfig_contents_work_end_to_end_and_are_stored_encrypted(harness: H
 
     deployment = harness.get(kinds.DEPLOYMENT, "contents-r0")
     assert deployment is not None
-    assert naming.is_exactly_ours(deployment["metadata"], harness.namespace, "contents-r0")
+    assert verdict.is_exactly_ours(deployment["metadata"], harness.namespace, "contents-r0")
 
     stack_file = harness.stack_file.read_text()
     assert token not in stack_file

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from infercrane_pulumi import manifests, naming, workloads
+from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.config_rules import parse_stack_config
 from tests.unit import samples
 
@@ -256,15 +257,15 @@ def test_intent_hash_tracks_what_shapes_objects_and_ignores_location() -> None:
 
 def test_ownership_requires_every_mark() -> None:
     meta = copy.deepcopy(metadata())
-    assert naming.is_exactly_ours(meta, "infercrane-system", KEY)
-    assert not naming.is_exactly_ours(meta, "other-namespace", KEY)
+    assert verdict.is_exactly_ours(meta, "infercrane-system", KEY)
+    assert not verdict.is_exactly_ours(meta, "other-namespace", KEY)
     for label in ("app.kubernetes.io/managed-by", "infercrane.dev/external-key-hash"):
         broken = copy.deepcopy(meta)
         broken["labels"][label] = "someone-else"
-        assert not naming.is_exactly_ours(broken, "infercrane-system", KEY)
+        assert not verdict.is_exactly_ours(broken, "infercrane-system", KEY)
     broken = copy.deepcopy(meta)
     del broken["annotations"]["infercrane.dev/external-key"]
-    assert not naming.is_exactly_ours(broken, "infercrane-system", KEY)
+    assert not verdict.is_exactly_ours(broken, "infercrane-system", KEY)
 
 
 def test_rendered_objects_are_sorted_and_stable() -> None:
