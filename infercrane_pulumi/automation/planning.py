@@ -69,17 +69,13 @@ def plan_run(
     no object."""
     config = rendered.config
     live = preflight.snapshot(cluster, config.kubernetes)
-    if operation == "destroy":  # ``rendered`` holds no object: every object of ours goes
-        judged = verdict.judge(rendered, live, applied=applied, keep=False)
-        ownership.check(cluster, judged, config.kubernetes)
-        return Plan(
-            (),
-            deletions=tuple(judged.doomed()) if exclusive else (),
-            reasons=judged.reasons(),
-        )
-    keep = exclusive and verify and not refresh
+    destroying = operation == "destroy"  # ``rendered`` holds no object: every object of ours goes
+    keep = exclusive and verify and not refresh and not destroying
     judged = verdict.judge(rendered, live, applied=applied, keep=keep, named=named)
     ownership.check(cluster, judged, config.kubernetes)
+    if destroying:
+        deleted = tuple(judged.doomed()) if exclusive else ()
+        return Plan((), deletions=deleted, reasons=judged.reasons())
     deletions = tuple(judged.doomed()) if exclusive and operation == "up" else ()
     left = tuple(
         Left(o.key, o.manifest["kind"], o.manifest["metadata"]["name"], o.reasons[0])

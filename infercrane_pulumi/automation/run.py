@@ -160,44 +160,47 @@ def run(
             verify=options.policy_pack is None,
             named=named,
         )
-        if plan.unchanged:
+        # The engine never deletes (retainOnDelete): the run deletes the plan's objects itself.
+        # An up after the engine forgot them, so that its events report each removed key and a
+        # refresh never drops what it must forget (a run killed in between leaves them marked:
+        # the next run deletes them); a destroy before its engine forgets them
+        # (``program.forgetting``); a verified no-op without the engine.
+        engine_first = operation == "up" and not plan.unchanged
+        if not engine_first:
             deletion.delete_all(cluster, config.kubernetes, plan.deletions)
-            unchanged = results.unchanged(operation, stack.name, config, last_run, findings)
-            return _reported(unchanged, plan)
-        if operation == "destroy":  # then the engine forgets them (``program.forgetting``)
-            deletion.delete_all(cluster, config.kubernetes, plan.deletions)
-        _engine(
-            stack,
-            env,
-            operation,
-            plan=plan,
-            config=config,
-            findings=findings,
-            options=options,
-            lease=lease,
-            on_event=record,
-        )
-        if operation == "up":
-            # After the engine forgot them (it never deletes: retainOnDelete), so that its
-            # events report each removed key, and a refresh never drops what it must
-            # forget. A run killed in between leaves them marked: the next run deletes them.
-            deletion.delete_all(cluster, config.kubernetes, plan.deletions)
-        if store is not None:
-            # The update succeeded and the caller still holds the stack; last, so that a
-            # store failing here leaves nothing of the run undone.
-            retention.prune(store, stack.name, env)
+        if not plan.unchanged:
+            _engine(
+                stack,
+                env,
+                operation,
+                plan=plan,
+                config=config,
+                findings=findings,
+                options=options,
+                lease=lease,
+                on_event=record,
+            )
+            if engine_first:
+                deletion.delete_all(cluster, config.kubernetes, plan.deletions)
+            if store is not None:
+                # The update succeeded and the caller still holds the stack; last, so that a
+                # store failing here leaves nothing of the run undone.
+                retention.prune(store, stack.name, env)
     except RunFailedError as error:
         try:
             cluster.version()
         except ClusterUnavailableError as unreachable:
             raise ClusterUnavailableError([*unreachable.problems, *error.problems]) from error
         raise
-    carried = {} if plan.carried is None else plan.carried.records
-    kept = {key: last_run.objects.get(key, ()) for key in carried}
-    # A destroy's result holds what it deleted, never its keys as they were.
-    found = results.stack_result(
-        operation, stack.name, desired, events, findings=findings, kept=kept
-    )
+    if plan.unchanged:
+        found = results.unchanged(operation, stack.name, config, last_run, findings)
+    else:
+        carried = {} if plan.carried is None else plan.carried.records
+        kept = {key: last_run.objects.get(key, ()) for key in carried}
+        # A destroy's result holds what it deleted, never its keys as they were.
+        found = results.stack_result(
+            operation, stack.name, desired, events, findings=findings, kept=kept
+        )
     return _reported(found, plan)
 
 
