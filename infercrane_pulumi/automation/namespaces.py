@@ -69,6 +69,9 @@ class NamespaceStack:
         if own is not None:  # a relative path is the caller's, anchored now (``kubeconfigs``)
             anchored = kubeconfigs.anchored(own, Path.cwd())
             self.settings = self.settings.model_copy(update={"kubeconfig": anchored})
+        # No cluster to reach (no kubeconfig; ``in-cluster`` outside a Pod) is refused in one
+        # line here, before any stack is opened or written; each run resolves it again.
+        kubeconfigs.resolved(self.settings, self.env.kubeconfig)
 
     # -- operations ------------------------------------------------------------------------
 
@@ -183,9 +186,6 @@ class NamespaceStack:
         named: frozenset[str] | None = None,
         judged: bool = True,
     ) -> results.StackResult:
-        # The cluster this run would reach, refused (in one line) before the stack is opened or
-        # its file written; the run resolves it again, the same.
-        kubeconfigs.resolved(config.kubernetes, self.env.kubeconfig)
         options = RunOptions(
             on_event=self.on_event,
             wait_seconds=self.wait_seconds,

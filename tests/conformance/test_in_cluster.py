@@ -211,9 +211,8 @@ def test_in_cluster_outside_a_pod_or_with_a_kubeconfig_is_refused_in_one_line(
     """On this host (no token mounted, no KUBERNETES_SERVICE_HOST): refused before anything
     is read or written; and a kubeconfig beside the context contradicts it."""
     settings = KubernetesSettings.model_validate(settings_in_cluster(tenant))
-    stack = NamespaceStack(settings, pulumi_env, tmp_path / "workspace")
     with pytest.raises(ConfigError) as refused:
-        stack.ensure([intent("ic-a")])
+        NamespaceStack(settings, pulumi_env, tmp_path / "workspace").ensure([intent("ic-a")])
     assert refused.value.problems == (
         "infercrane:kubernetes.context: 'in-cluster' is the ServiceAccount of the Pod this "
         "runs in, and this process is not in one (missing: KUBERNETES_SERVICE_HOST, "

@@ -113,6 +113,31 @@ def test_a_driver_kubeconfig_is_the_one_where_its_caller_constructed_the_driver(
         kubeconfigs.resolved(settings(), listed.kubeconfig)
 
 
+def test_a_namespace_stack_with_no_cluster_to_reach_is_refused_when_constructed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No kubeconfig anywhere, or ``in-cluster`` outside a Pod: one line before any stack is
+    opened or any file written."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    mount = tmp_path / "no-pod"
+    monkeypatch.setattr(kubeconfigs, "SERVICE_ACCOUNT_DIR", mount)
+    env = PulumiEnvironment(state_dir=tmp_path / "state", pulumi_home=tmp_path, passphrase="p")
+    expected = {
+        "kind-infercrane": "infercrane:kubernetes.kubeconfig: no kubeconfig for context "
+        "'kind-infercrane': set it, or give the driver's kubeconfig "
+        "(PulumiEnvironment.kubeconfig, or $KUBECONFIG)",
+        "in-cluster": "infercrane:kubernetes.context: 'in-cluster' is the ServiceAccount of the "
+        "Pod this runs in, and this process is not in one (missing: KUBERNETES_SERVICE_HOST, "
+        f"KUBERNETES_SERVICE_PORT, {mount}/token, {mount}/ca.crt)",
+    }
+    for context, problem in expected.items():
+        with pytest.raises(ConfigError) as refused:
+            NamespaceStack(settings(context=context), env, tmp_path / "ws")
+        assert refused.value.problems == (problem,)
+    assert not (tmp_path / "ws").exists() and not (tmp_path / "state").exists()
+
+
 @pytest.mark.parametrize(
     ("fallback", "problem"),
     [

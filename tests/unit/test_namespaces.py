@@ -40,7 +40,12 @@ class _RecordingStack:
 
 
 def namespace_stack(tmp_path: Path, **settings: Any) -> NamespaceStack:
-    env = PulumiEnvironment(state_dir=tmp_path / "state", pulumi_home=tmp_path, passphrase="p")
+    env = PulumiEnvironment(
+        state_dir=tmp_path / "state",
+        pulumi_home=tmp_path,
+        passphrase="p",
+        kubeconfig=tmp_path / "kubeconfig",  # the driver's: a stack may name none
+    )
     parsed = KubernetesSettings.model_validate(samples.kubernetes(**settings))
     return NamespaceStack(parsed, env, tmp_path / "ws", stack_name="s1")
 
