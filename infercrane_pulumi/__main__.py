@@ -1,3 +1,5 @@
+"""``python -m infercrane_pulumi``: the command line (``cli``), its exit code the process's."""
+
 import sys
 
 from infercrane_pulumi.cli import main
