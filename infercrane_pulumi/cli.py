@@ -29,7 +29,7 @@ from infercrane_pulumi.automation import (
     PulumiEnvironment,
     RunOptions,
     inspect_stack_file,
-    pairing,
+    pulumi_versions,
     resolve_environment,
     run_stack_file,
 )
@@ -97,7 +97,9 @@ def run_doctor(args: argparse.Namespace, ctx: Context) -> views.Result:
     settings = kubeconfigs.resolved(config.kubernetes, kubeconfigs.from_environment(ctx.environ))
     rows = doctor.doctor(ctx.connect(settings), config.kubernetes)
     bin_dir, pulumi_home = pulumi_paths(EnvironmentFlags(), ctx.environ)
-    rows += pairing.rows(pairing.installed(bin_dir, pulumi_home, ctx.environ.get("PATH", "")))
+    rows += pulumi_versions.rows(
+        pulumi_versions.installed(bin_dir, pulumi_home, ctx.environ.get("PATH", ""))
+    )
     header, table = views.doctor_table(rows)
     ok = all(row.status != "fail" for row in rows)
     return views.Result("doctor", ok, data=views.to_json(rows), header=header, rows=table)
@@ -334,11 +336,11 @@ BY_NAME = {command.name: command for command in COMMANDS}
 
 
 def version_line() -> str:
-    """Ours, and the Pulumi this installation pairs with (``pairing``)."""
-    sdk = pairing.sdk_version()
+    """Ours, and the Pulumi this installation pairs with (``pulumi_versions``)."""
+    sdk = pulumi_versions.sdk_version()
     return (
         f"infercrane-pulumi {importlib.metadata.version('infercrane-pulumi')} (pulumi SDK {sdk}, "
-        f"CLI {pairing.supported_cli(sdk)}; pulumi-kubernetes plugin {PLUGIN_VERSION})"
+        f"CLI {pulumi_versions.supported_cli(sdk)}; pulumi-kubernetes plugin {PLUGIN_VERSION})"
     )
 
 

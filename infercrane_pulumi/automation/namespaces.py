@@ -23,7 +23,7 @@ from pathlib import Path
 from pulumi import automation as auto
 
 from infercrane_pulumi import kubeconfigs
-from infercrane_pulumi.automation import engine, pairing, project, results, stacks
+from infercrane_pulumi.automation import engine, project, pulumi_versions, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.policypack import PolicyPack
@@ -112,8 +112,10 @@ class NamespaceStack:
         """The cluster's rows, then whether the Pulumi CLI and plugin this stack's runs would
         use are ones the program supports."""
         env = self.env
-        found = pairing.installed(env.bin_dir, env.pulumi_home, os.environ.get("PATH", ""))
-        return doctor.doctor(self._connect(self.settings), self.settings) + pairing.rows(found)
+        found = pulumi_versions.installed(env.bin_dir, env.pulumi_home, os.environ.get("PATH", ""))
+        return doctor.doctor(self._connect(self.settings), self.settings) + pulumi_versions.rows(
+            found
+        )
 
     def applied(self) -> list[ReplicaIntent]:
         """The intents of the last successful run, from the stack's outputs in the backend."""

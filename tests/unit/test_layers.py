@@ -71,7 +71,7 @@ RANKS = {
     "automation.engine.operation": 12,
     "automation.engine": 13,
     "automation.environment": 12,
-    "automation.pairing": 12,
+    "automation.pulumi_versions": 12,
     "automation.project": 12,
     "automation.planning": 12,
     "automation.leasedb": 12,

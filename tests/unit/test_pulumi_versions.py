@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 
 from infercrane_pulumi import cli
-from infercrane_pulumi.automation import pairing
+from infercrane_pulumi.automation import pulumi_versions
 from infercrane_pulumi.cluster.doctor import DoctorRow
 from infercrane_pulumi.components import PLUGIN_VERSION
 
@@ -15,7 +15,7 @@ NEEDS = "this SDK (3.272.0) needs a CLI >= 3.272.0, < 4"
 
 def test_the_cli_must_be_at_least_the_sdk_and_of_its_major() -> None:
     found = [None, "v3.271.0", "v3.272.0", "v3.274.0", "v3.999.1-dev.0", "v4.0.0", "garbage"]
-    assert [pairing.cli_row(cli, "3.272.0") for cli in found] == [
+    assert [pulumi_versions.cli_row(cli, "3.272.0") for cli in found] == [
         DoctorRow("fail", "pulumi:cli", f"none found ($INFERCRANE_TOOLS_BIN, PATH); {NEEDS}"),
         DoctorRow("fail", "pulumi:cli", f"v3.271.0 is outside the range: {NEEDS}"),
         DoctorRow("ok", "pulumi:cli", "v3.272.0; SDK 3.272.0"),
@@ -40,18 +40,18 @@ def test_doctor_finds_the_cli_a_run_would_use_and_the_plugin_in_pulumi_home(
 ) -> None:
     # The lowest CLI the installed SDK drives: in range whichever SDK of pyproject's is installed
     # (a fixed v3.274.0 is too old for SDK 3.275.0 and later).
-    version = f"v{pairing.sdk_version()}"
+    version = f"v{pulumi_versions.sdk_version()}"
     tools, home = fake_cli(tmp_path / "bin", version), tmp_path / "home"
-    missing = pairing.installed(tools, home, "/usr/bin")
-    assert missing == pairing.Installed(version, home, plugin=False)
+    missing = pulumi_versions.installed(tools, home, "/usr/bin")
+    assert missing == pulumi_versions.Installed(version, home, plugin=False)
     plugin = home / "plugins" / f"resource-kubernetes-v{PLUGIN_VERSION}"
     plugin.mkdir(parents=True)
     (plugin / "pulumi-resource-kubernetes").write_bytes(b"")
-    assert pairing.rows(pairing.installed(tools, home, "/usr/bin")) == [
-        DoctorRow("ok", "pulumi:cli", f"{version}; SDK {pairing.sdk_version()}"),
+    assert pulumi_versions.rows(pulumi_versions.installed(tools, home, "/usr/bin")) == [
+        DoctorRow("ok", "pulumi:cli", f"{version}; SDK {pulumi_versions.sdk_version()}"),
         DoctorRow("ok", "pulumi:plugin", f"kubernetes {PLUGIN_VERSION} in {home}"),
     ]
-    assert pairing.rows(missing)[1] == DoctorRow(
+    assert pulumi_versions.rows(missing)[1] == DoctorRow(
         "fail",
         "pulumi:plugin",
         f"kubernetes {PLUGIN_VERSION} is not installed in {home} and runs never download one: "
@@ -59,12 +59,12 @@ def test_doctor_finds_the_cli_a_run_would_use_and_the_plugin_in_pulumi_home(
     )
     # Without a tools directory, the one on PATH; none at all is a row, not a crash.
     on_path = fake_cli(tmp_path / "path", "v3.100.0")
-    assert pairing.installed(None, home, str(on_path)).cli == "v3.100.0"
-    assert pairing.installed(None, home, str(tmp_path / "empty")).cli is None
+    assert pulumi_versions.installed(None, home, str(on_path)).cli == "v3.100.0"
+    assert pulumi_versions.installed(None, home, str(tmp_path / "empty")).cli is None
 
 
 def test_version_names_ours_the_sdk_the_cli_range_and_the_plugin() -> None:
     assert cli.version_line() == (
-        f"infercrane-pulumi 0.1.0 (pulumi SDK {pairing.sdk_version()}, CLI >= "
-        f"{pairing.sdk_version()}, < 4; pulumi-kubernetes plugin {PLUGIN_VERSION})"
+        f"infercrane-pulumi 0.1.0 (pulumi SDK {pulumi_versions.sdk_version()}, CLI >= "
+        f"{pulumi_versions.sdk_version()}, < 4; pulumi-kubernetes plugin {PLUGIN_VERSION})"
     )
