@@ -245,8 +245,8 @@ def main(environ: Mapping[str, str] = os.environ) -> None:
 
 
 def unforced(environ: Mapping[str, str]) -> None:
-    """Refuse an environment that turns off the provider plugin's refusal of field conflicts
-    with other managers: a person's ``pulumi up`` runs the plugin in its own environment (the
+    """Refuse an environment that lets the provider plugin take over other managers' fields:
+    a person's ``pulumi up`` runs the plugin in its own environment (the
     drivers start it without the variable: ``automation.engine.process``)."""
     if environ.get(PATCH_FORCE) == "true":
         raise ConfigError(

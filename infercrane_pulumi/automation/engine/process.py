@@ -76,8 +76,8 @@ def inherited(environ: Mapping[str, str]) -> dict[str, str]:
     """What the CLI, and the plugins it starts, may take from this process's environment: all
     but what decides where and how the provider applies, which the run gives explicitly or not
     at all. pulumi-kubernetes reads ``KUBECONFIG`` for a provider without one, and its
-    ``PULUMI_K8S_*`` variables over its defaults (``PULUMI_K8S_ENABLE_PATCH_FORCE`` would turn
-    off its refusal of field conflicts): a control plane's own variables are not its runs'."""
+    ``PULUMI_K8S_*`` variables over its defaults (``PULUMI_K8S_ENABLE_PATCH_FORCE`` would let
+    it take over fields other managers own): a control plane's own variables are not its runs'."""
     return {
         name: value
         for name, value in environ.items()
