@@ -113,9 +113,8 @@ class NamespaceStack:
         use are ones the program supports."""
         env = self.env
         found = pulumi_versions.installed(env.bin_dir, env.pulumi_home, os.environ.get("PATH", ""))
-        return doctor.doctor(self._connect(self.settings), self.settings) + pulumi_versions.rows(
-            found
-        )
+        cluster_rows = doctor.doctor(self._connect(self.settings), self.settings)
+        return cluster_rows + pulumi_versions.rows(found)
 
     def applied(self) -> list[ReplicaIntent]:
         """The intents of the last successful run, from the stack's outputs in the backend."""
