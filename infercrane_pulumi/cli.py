@@ -15,13 +15,15 @@ import argparse
 import importlib.metadata
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from infercrane_pulumi import kubeconfigs, manifests, views, workloads
+from infercrane_pulumi import kubeconfigs, manifests, reconcile, views, workloads
 from infercrane_pulumi.automation import (
     EnvironmentFlags,
     Operation,
@@ -247,6 +249,27 @@ def _policy_pack(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _every(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--every",
+        type=_seconds,
+        metavar="SECONDS",
+        help="keep applying the stack file: again as soon as it changes and at least every "
+        "SECONDS, one result per run (with --json, one envelope per line), until SIGTERM, "
+        "which ends the loop after the run in flight",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError("a number of seconds above 0")
+    return value
+
+
 def _key(required: bool) -> Flags:
     def add(command: argparse.ArgumentParser) -> None:
         text = "the external key" if required else "observe one external key only"
@@ -310,7 +333,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "up",
         "apply the stack: ownership preflight, server-side apply (never forced)",
-        (*RUN, _refresh, _policy_pack),
+        (*RUN, _refresh, _policy_pack, _every),
         run_stack,
     ),
     Command(
@@ -371,9 +394,24 @@ def main(
 ) -> int:
     args = parser().parse_args(argv)
     args.format = getattr(args, "format", "table")
+    ctx = Context(connect, environ, stderr)
+    if getattr(args, "every", None) is None:
+        return _once(args, ctx, stdout)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    return reconcile.repeat(
+        lambda: _once(args, ctx, stdout),
+        watched=_stack_file(args),
+        every=args.every,
+        stopping=stopping,
+    )
+
+
+def _once(args: argparse.Namespace, ctx: Context, stdout: TextIO) -> int:
+    """One command: its result (or its one classified error) rendered, its exit code."""
     as_json = args.json or args.format == "json"
     try:
-        result = BY_NAME[args.command].handler(args, Context(connect, environ, stderr))
+        result = BY_NAME[args.command].handler(args, ctx)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as caught:  # every failure ends as one classified error, never a traceback
@@ -382,10 +420,12 @@ def main(
             if isinstance(caught, InferCraneError)
             else InternalError.of(caught, where=args.command)
         )
-        out = stdout if as_json else stderr
+        out = stdout if as_json else ctx.stderr
         views.emit_error(error, command=args.command, as_json=as_json, out=out)
+        out.flush()
         return EXIT_CODES[error.code]
     views.emit(result, as_json=as_json, out=stdout)
+    stdout.flush()
     if result.exit_code is not None:
         return result.exit_code
     return EXIT_OK if result.ok else EXIT_FAILED

@@ -12,13 +12,24 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import debs
-from .catalog import IMAGES, Directory, Entry, Executable, ImageSpec, Packaged, Symlink, Text
+from .catalog import (
+    IMAGES,
+    Directory,
+    Entry,
+    Executable,
+    ImageSpec,
+    Packaged,
+    Symlink,
+    Text,
+    Tree,
+)
 from .ocilayout import Member, Platform, image_archive, tar_bytes
 
 EXECUTABLE_MODE = 0o755
@@ -33,10 +44,12 @@ class ImageBuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class Sources:
-    """Where entries' files come from: the tools bin dir, and fetched pinned packages."""
+    """Where entries' files come from: the tools bin dir, fetched pinned packages, and
+    directories prepared before the build."""
 
     bin_dir: Path
     debs: Mapping[str, Path] = field(default_factory=dict)  # package name -> its .deb
+    trees: Mapping[str, Path] = field(default_factory=dict)  # Tree.tree -> its directory
 
 
 @dataclass(frozen=True)
@@ -117,11 +130,14 @@ def _container_config(spec: ImageSpec) -> dict[str, Any]:
 
 
 def layer_tar(entries: Sequence[Entry], sources: Sources) -> bytes:
-    """One layer's reproducible tar of ``entries``; a path given twice is refused (which of
-    the two a runtime would keep is not for a catalog to leave open)."""
-    members = [member for entry in entries for member in _members(entry, sources)]
-    paths = [member.path for member in members]
-    twice = sorted({path for path in paths if paths.count(path) > 1})
+    """One layer's reproducible tar of ``entries``; a path given twice is refused unless both
+    are the same directory (two packages' shared one): which of two a runtime would keep is not
+    for a catalog to leave open."""
+    members = list(
+        dict.fromkeys(member for entry in entries for member in _members(entry, sources))
+    )
+    counted = Counter(member.path for member in members)
+    twice = sorted(path for path, count in counted.items() if count > 1)
     if twice:
         raise ImageBuildError(f"paths given twice in one layer: {', '.join(twice)}")
     return tar_bytes(members)
@@ -148,6 +164,26 @@ def _members(entry: Entry, sources: Sources) -> list[Member]:
                 return debs.files(sources.debs, package, patterns)
             except debs.DebError as failed:
                 raise ImageBuildError(str(failed)) from None
+        case Tree(path=path, tree=tree):
+            if tree not in sources.trees:
+                raise ImageBuildError(f"directory {tree} was not prepared for this image")
+            return _tree_members(sources.trees[tree], path)
+
+
+def _tree_members(root: Path, under: str) -> list[Member]:
+    """A directory's contents under ``under``: its directories, its files (0755 when the owner
+    may execute them, else 0644, as modes of a checkout are normalised) and its links."""
+    members = []
+    for found in sorted(root.rglob("*")):
+        path = f"{under}/{found.relative_to(root).as_posix()}"
+        if found.is_symlink():
+            members.append(Member(path, SYMLINK_MODE, link=os.readlink(found)))
+        elif found.is_dir():
+            members.append(Member(path, 0o755))
+        else:
+            mode = EXECUTABLE_MODE if found.stat().st_mode & 0o100 else 0o644
+            members.append(Member(path, mode, found.read_bytes()))
+    return members
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

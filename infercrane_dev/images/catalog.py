@@ -4,7 +4,8 @@ One row per image, one row per layer. Layers are shared between rows on purpose:
 entries make the same bytes, so the stand-in binary's layer is stored once by containerd for
 all three stand-in images. Nothing here reads a file or knows the archive format. The entry
 types also serve other catalogs of the same builder (``infercrane_dev/kind``'s Kubernetes
-images): a file of given text, and files taken from a pinned Debian package.
+images, the runner image): a file of given text, files taken from a pinned Debian package, and
+a directory prepared before the build.
 """
 
 from __future__ import annotations
@@ -52,7 +53,16 @@ class Packaged:
     patterns: tuple[str, ...]
 
 
-Entry = Directory | Executable | Symlink | Text | Packaged
+@dataclass(frozen=True)
+class Tree:
+    """The files of a directory prepared before the build (``Sources.trees[tree]``, such as a
+    ``pip install --target``), kept under ``path`` with their links and executable bits."""
+
+    path: str
+    tree: str
+
+
+Entry = Directory | Executable | Symlink | Text | Packaged | Tree
 
 
 @dataclass(frozen=True)

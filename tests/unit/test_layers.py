@@ -88,6 +88,7 @@ RANKS = {
     "automation.stackfiles": 17,
     "automation": 18,
     "views": 19,
+    "reconcile": 0,
     "cli": 20,
     "__main__": 21,
 }

@@ -21,6 +21,8 @@ ALLOWED_KINDS = {
     "RoleBinding",
     "HTTPRoute",
     "NetworkPolicy",
+    "Deployment",
+    "PodDisruptionBudget",
 }
 FORBIDDEN_RESOURCES = {
     "secrets",
@@ -144,7 +146,7 @@ def test_the_namespace_enforces_baseline_and_warns_and_audits_restricted() -> No
 
 
 def test_the_network_policy_lets_only_the_gateway_reach_the_serving_port() -> None:
-    [policy] = [doc for _, doc in documents() if doc["kind"] == "NetworkPolicy"]
+    [policy] = [doc for path, doc in documents() if path == "network-policy/runtime-ingress.yaml"]
     # It selects exactly the Pods InferCrane renders (their labels), on the port they all name.
     config = parse_stack_config(samples.kubernetes(), [samples.replica()])
     [deployment, _] = workloads.stack_objects(config)
@@ -165,3 +167,59 @@ def test_the_network_policy_lets_only_the_gateway_reach_the_serving_port() -> No
             "ports": [{"protocol": "TCP", "port": port["name"]}],
         }
     ]
+
+
+RUNNER = "runner/runner.yaml"
+
+
+def _runner() -> dict[str, dict[str, Any]]:
+    return {doc["kind"]: doc for path, doc in documents() if path == RUNNER}
+
+
+def test_the_runner_runs_as_the_shipped_account_hardened_and_digest_pinned() -> None:
+    deployment = _runner()["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "infercrane-control-plane"
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "fsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        }
+        assert container["image"].startswith("infercrane.local/infercrane/runner@sha256:")
+        assert "limits" in container["resources"]
+    # Only emptyDirs are writable; the stack and the state's passphrase are mounted read-only,
+    # and no host path or projected credential other than the ServiceAccount's is mounted.
+    assert {v["name"]: sorted(set(v) - {"name"}) for v in pod["volumes"]} == {
+        "stack": ["configMap"],
+        "state": ["secret"],
+        "pulumi-home": ["emptyDir"],
+        "tmp": ["emptyDir"],
+    }
+    [runner] = pod["containers"]
+    assert runner["args"][:2] == ["up", "--stack"] and "--every" in runner["args"]
+    assert [e["name"] for e in runner["env"]] == ["POD_NAMESPACE", "PULUMI_BACKEND_URL"]
+
+
+def test_the_runner_policy_lets_it_reach_the_api_server_dns_and_the_backend_only() -> None:
+    found = _runner()
+    selector = found["Deployment"]["spec"]["selector"]["matchLabels"]
+    assert found["PodDisruptionBudget"]["spec"] == {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": selector},
+    }
+    policy = found["NetworkPolicy"]["spec"]
+    assert policy["podSelector"] == {"matchLabels": selector}
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert "ingress" not in policy  # nothing reaches the runner
+    ports = [[(p["protocol"], p["port"]) for p in rule["ports"]] for rule in policy["egress"]]
+    assert ports == [[("TCP", 6443)], [("TCP", 5432)], [("UDP", 53), ("TCP", 53)]]
+    for rule in policy["egress"]:
+        assert all(peer.get("ipBlock", {}).get("cidr") != "0.0.0.0/0" for peer in rule["to"])
