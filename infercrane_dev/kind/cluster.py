@@ -12,8 +12,9 @@ read it):
 2. starts dockerd (:mod:`.docker`) and builds the node image unless Docker holds it already;
 3. ``kind create cluster`` (one control plane, the GPU pools' workers), then the Pod network
    (:mod:`.network`), and waits until every node is Ready;
-4. ``kind load image-archive`` of the stand-in images into every node, each also tagged
-   ``<repository>@<manifest digest>`` (the name the CRI resolves a digest-pinned reference by);
+4. ``kind load image-archive`` of the stand-in images and the runner image into every node,
+   each also tagged ``<repository>@<manifest digest>`` (the name the CRI resolves a
+   digest-pinned reference by);
 5. the device plugin's DaemonSet per pool, until each GPU worker allocates its GPUs;
 6. a route of the Service range to a GPU worker, so that this host reaches a Service's
    ClusterIP as the real node's scenarios do (kube-proxy in the node takes it from there);
@@ -40,7 +41,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
+from infercrane_dev import REPO_ROOT
 from infercrane_dev.images import BuiltImage, Sources, build_image, build_images
+from infercrane_dev.images.runner import build_runner
 from infercrane_dev.localcluster import hostlock
 from infercrane_dev.localcluster.admin import new_api_client
 from infercrane_dev.localcluster.containerd import archive_images, digest_reference
@@ -104,6 +107,7 @@ class Prepared:
 
     node_image: nodeimage.NodeImagePlan
     standins: list[BuiltImage]
+    runner: BuiltImage  # the provider's runner image (deploy/kubernetes/runner)
     kserve: BuiltImage | None = None  # KServe's controller, for a cluster with KServe
 
 
@@ -134,8 +138,11 @@ def prepare(
             bin_dir, base, images=images, kubernetes_version=spec.kubernetes_version
         )
         standins = build_images(bin_dir, cache / "standins")
+        runner = build_runner(
+            bin_dir, REPO_ROOT, out_dir=cache / "runner", deb_cache=cache / "debs"
+        )
         manager = _kserve_image(bin_dir, cache) if spec.kserve else None
-    return Prepared(plan, standins, manager)
+    return Prepared(plan, standins, runner, manager)
 
 
 def _kserve_image(bin_dir: Path, cache: Path) -> BuiltImage:
@@ -284,7 +291,8 @@ class KindRuntime:
         self._timed("create", lambda: self._create(prepared, bin_dir))
         with new_api_client(self.kubeconfig, self.context) as api:
             self._timed("network", lambda: self._network(api))
-            self._timed("images", lambda: self._load_images(prepared.standins, bin_dir))
+            images = [*prepared.standins, prepared.runner]
+            self._timed("images", lambda: self._load_images(images, bin_dir))
             self._timed("gpus", lambda: self._device_plugins(api))
             self._route()
             self._timed("dns", lambda: _wait_available(api, "kube-system", "coredns"))

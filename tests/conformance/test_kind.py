@@ -24,7 +24,10 @@ controller scenarios, once the background ``python -m infercrane_dev.kind prepar
 from __future__ import annotations
 
 import functools
+import json
+import secrets
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -35,13 +38,15 @@ from infercrane_dev.kind.clusterconfig import DEFAULT_POOLS, KindSpec
 from infercrane_dev.kind.hostchecks import unavailable as kind_unavailable
 from infercrane_dev.tests import hostsnapshot
 from infercrane_dev.toolchain import find_binary
+from infercrane_pulumi import naming
 from tests.conformance import test_lifecycle as lifecycle
 from tests.conformance import test_ownership as ownership
 from tests.conformance import test_real_node as real_node_scenarios
-from tests.conformance.backends import Backend, open_backend
-from tests.conformance.harness import show, unavailable
+from tests.conformance.backends import Backend, Tenant, open_backend
+from tests.conformance.harness import replica, show, unavailable
 from tests.conformance.ledger import RunLedger
 from tests.conformance.realnode import RealNode
+from tests.conformance.runnerpod import PROJECT_DIR, Runner, stack_document, until
 from tests.conformance.target import ExternalTarget
 from tests.conformance.test_real_node import replicas  # noqa: F401  (the fixture, on Kind's GPU worker)
 
@@ -121,3 +126,91 @@ test_idempotent_deletion = lifecycle.test_removing_an_intent_and_destroy_delete_
 test_serving_with_the_worker_key = vars(real_node_scenarios)[
     "test_a_vllm_replica_serves_its_model_through_its_service_and_refuses_without_the_key"
 ]
+
+
+# -- the runner, inside the cluster, as the shipped ServiceAccount ------------------------------
+
+# Run in the runner's container: the worker key's Secret read as the runner's identity, the
+# answer's typed error (None: it was allowed) as JSON.
+SECRET_PROBE = """
+import json, sys
+from pathlib import Path
+from infercrane_pulumi import config_files, kubeconfigs
+from infercrane_pulumi.cluster import client
+settings = config_files.load_stack_file(Path(sys.argv[1])).kubernetes
+cluster = client.connect(kubeconfigs.resolved(settings, None))
+path = f"/api/v1/namespaces/{settings.namespace}/secrets/infercrane-worker"
+error = client.failure(cluster.transport.request("GET", path), "the worker key's Secret")
+print(json.dumps(None if error is None else error.to_record()))
+"""
+
+
+def _changes(envelope: dict[str, Any]) -> list[tuple[str, str]]:
+    assert envelope["ok"], envelope
+    return sorted((r["externalKey"], r["change"]) for r in envelope["result"]["replicas"])
+
+
+def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
+    kind_cluster: KindRuntime,
+    observing_tenant: Tenant,
+    real_node: RealNode,
+    admin_client: client.ApiClient,
+    ledger: RunLedger,
+) -> None:
+    """The runner image in the shipped Deployment, as ``infercrane-control-plane`` (the Pod's
+    own projected token: no kubeconfig anywhere): two intents applied and ``ready``, one
+    removed by editing the stack file, then ``destroy``; and what the Role does not grant,
+    refused by the API server and reported typed."""
+    namespace = observing_tenant.namespace
+    kubectl = [str(find_binary("kubectl")), "--kubeconfig", str(kind_cluster.kubeconfig)]
+    runner = Runner(admin_client, namespace, [*kubectl, "--context", kind_cluster.context])
+    settings = real_node.settings()
+    keys = ["runner-r0", "runner-r1"]
+    intents = [replica(key, gpu=real_node.product) for key in keys]
+    runner.start(
+        kind_cluster.images["runner"],
+        stack_document(namespace, intents, **settings),
+        passphrase=secrets.token_hex(16),
+        labels=ledger.labels,
+    )
+    assert _changes(runner.run_after(0)) == [(key, "create") for key in keys]
+    until(
+        lambda: runner.states() == dict.fromkeys(keys, "ready"),
+        "both replicas ready, as the runner observes them",
+    )
+    apps = client.AppsV1Api(admin_client)
+
+    def replicas_left() -> list[str]:
+        found = apps.list_namespaced_deployment(namespace, label_selector=naming.OWNED_SELECTOR)
+        return sorted(
+            (d.metadata.annotations or {})[naming.ANNOTATION_EXTERNAL_KEY]
+            for d in found.items
+            if d.metadata
+        )
+
+    # The control plane drops one intent: the next run deletes exactly that replica.
+    runner.write(stack_document(namespace, intents[:1], **settings))
+    assert _changes(runner.run_after(1)) == [("runner-r0", "same"), ("runner-r1", "delete")]
+    assert replicas_left() == ["runner-r0"]
+
+    done = runner.cli("destroy")
+    assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stdout + done.stderr
+    assert replicas_left() == []
+
+    # Another namespace: the run is refused before it applies anything, permanent.
+    elsewhere = stack_document("default", intents, **settings)
+    runner.write(elsewhere, stack="elsewhere")
+    refused = runner.cli("up", stack="elsewhere")
+    error = json.loads(refused.stdout)["error"]
+    assert (refused.returncode, error["code"], error["retryable"]) == (
+        1,
+        "cluster-forbidden",
+        False,
+    )
+    assert (
+        apps.list_namespaced_deployment("default", label_selector=naming.OWNED_SELECTOR).items == []
+    )
+    # A Secret in its own namespace: the Role grants none.
+    probe = runner.exec("python3", "-c", SECRET_PROBE, f"{PROJECT_DIR}/stacks/{runner.key()}")
+    read = json.loads(probe.stdout)
+    assert (read["code"], read["retryable"]) == ("cluster-forbidden", False), probe.stderr

@@ -1,0 +1,159 @@
+"""The shipped runner (``deploy/kubernetes/runner``) in a test's namespace, and the ways to look
+at it from outside: its log of JSON envelopes, and a command run in its container.
+
+The Deployment is the shipped one with only what a cluster of the suite needs changed: the
+image built from this checkout, one replica, the state on a file backend in the Pod's ``/tmp``
+(no PostgreSQL runs in the cluster here; the state dies with the Pod), a toleration of the GPU
+workers' taint (a Kind cluster has no other schedulable node), and a period longer than any
+scenario, so that runs start only when the stack file changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from infercrane_dev import DEPLOY_DIR
+from infercrane_pulumi.intents import IN_CLUSTER_CONTEXT
+from tests.conformance.harness import wait_for
+
+RUNNER_FILE = DEPLOY_DIR / "runner" / "runner.yaml"
+NAME = "infercrane-runner"
+PROJECT_DIR = "/etc/infercrane"
+STATE_URL = "file:///tmp/state"
+PERIOD_SECONDS = "3600"
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def shipped(kind: str) -> dict[str, Any]:
+    [found] = [d for d in yaml.safe_load_all(RUNNER_FILE.read_text()) if d and d["kind"] == kind]
+    return copy.deepcopy(found)
+
+
+def deployment(namespace: str, image: str) -> dict[str, Any]:
+    made = shipped("Deployment")
+    made["metadata"]["namespace"] = namespace
+    spec = made["spec"]
+    spec["replicas"] = 1
+    pod = spec["template"]["spec"]
+    pod["tolerations"] = [GPU_TOLERATION]
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        container["image"] = image
+    [runner] = pod["containers"]
+    args = runner["args"]
+    args[args.index("--every") + 1] = PERIOD_SECONDS
+    return made
+
+
+def stack_document(namespace: str, replicas: list[dict[str, Any]], **settings: Any) -> str:
+    kubernetes = {"context": IN_CLUSTER_CONTEXT, "namespace": namespace} | settings
+    config = {"infercrane:kubernetes": kubernetes, "infercrane:replicas": replicas}
+    return yaml.safe_dump({"config": config})
+
+
+@dataclass
+class Runner:
+    """The runner in ``namespace``, seen by the admin (``api``, and ``kubectl`` for exec)."""
+
+    api: client.ApiClient
+    namespace: str
+    kubectl: list[str]  # kubectl with the admin's kubeconfig and context
+
+    def key(self, stack: str = "") -> str:
+        """The ConfigMap's key (the file's name) of ``stack``, by default the runner's own."""
+        return f"Pulumi.{stack or self.namespace}.yaml"
+
+    def start(self, image: str, stack: str, passphrase: str, labels: Mapping[str, str]) -> None:
+        core = client.CoreV1Api(self.api)
+
+        def meta(name: str) -> client.V1ObjectMeta:
+            return client.V1ObjectMeta(name=name, namespace=self.namespace, labels=dict(labels))
+
+        core.create_namespaced_secret(
+            self.namespace,
+            client.V1Secret(
+                metadata=meta("infercrane-runner-state"),
+                string_data={"backend-url": STATE_URL, "passphrase": passphrase},
+            ),
+        )
+        core.create_namespaced_config_map(
+            self.namespace,
+            client.V1ConfigMap(metadata=meta("infercrane-stack"), data={self.key(): stack}),
+        )
+        placed = {"namespace": self.namespace, "labels": dict(labels)}
+        made: Any = deployment(self.namespace, image)
+        made["metadata"] |= placed
+        client.AppsV1Api(self.api).create_namespaced_deployment(self.namespace, made)
+        budget: Any = shipped("PodDisruptionBudget")
+        budget["metadata"] |= placed
+        client.PolicyV1Api(self.api).create_namespaced_pod_disruption_budget(self.namespace, budget)
+
+    def write(self, document: str, *, stack: str = "") -> None:
+        """The control plane's edit of a stack file in the runner's ConfigMap, waited for
+        until the runner's container sees it (the kubelet's next sync of the Pod)."""
+        key = self.key(stack)
+        client.CoreV1Api(self.api).patch_namespaced_config_map(
+            "infercrane-stack", self.namespace, {"data": {key: document}}
+        )
+        path = f"{PROJECT_DIR}/stacks/{key}"
+        seen = f"import sys; sys.exit(open({path!r}).read() != {document!r})"
+        until(lambda: self.exec("python3", "-c", seen).returncode == 0, f"{key} in the Pod", 90)
+
+    def pod(self) -> str:
+        def running() -> str | None:
+            pods = client.CoreV1Api(self.api).list_namespaced_pod(
+                self.namespace, label_selector=f"app.kubernetes.io/name={NAME}"
+            )
+            running = [p for p in pods.items if p.status and p.status.phase == "Running"]
+            named = [p.metadata.name for p in running if p.metadata and p.metadata.name]
+            return named[0] if len(named) == 1 else None
+
+        return wait_for(running, timeout=180, what="the runner's Pod running")
+
+    def envelopes(self) -> list[dict[str, Any]]:
+        """Every run's envelope so far, from the runner container's log."""
+        log = client.CoreV1Api(self.api).read_namespaced_pod_log(
+            self.pod(), self.namespace, container="runner"
+        )
+        return [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+
+    def run_after(self, seen: int, *, timeout: float = 240) -> dict[str, Any]:
+        """The envelope of the first run after the ``seen`` first ones."""
+        return wait_for(
+            lambda: next(iter(self.envelopes()[seen:]), None),
+            timeout=timeout,
+            what=f"run {seen + 1} of the runner",
+        )
+
+    def exec(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """``argv`` in the runner container, with its environment (its identity, its state)."""
+        return subprocess.run(
+            [*self.kubectl, "-n", self.namespace, "exec", self.pod(), "-c", "runner", "--", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+
+    def cli(self, command: str, *, stack: str = "") -> subprocess.CompletedProcess[str]:
+        """``infercrane-pulumi <command> --json`` of ``stack`` (default: the runner's own), in
+        its container, with its state."""
+        where = ("--stack", stack or self.namespace, "--project-dir", PROJECT_DIR)
+        secret = ("--passphrase-file", "/etc/infercrane-state/passphrase")
+        return self.exec("python3", "-m", "infercrane_pulumi", command, *where, *secret, "--json")
+
+    def states(self) -> dict[str, str]:
+        done = self.cli("inspect")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return {r["externalKey"]: r["state"] for r in json.loads(done.stdout)["result"]}
+
+
+def until(probe: Callable[[], bool], what: str, timeout: float = 240) -> None:
+    wait_for(lambda: probe() or None, timeout=timeout, what=what)
