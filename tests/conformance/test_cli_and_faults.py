@@ -260,3 +260,40 @@ def test_the_api_server_going_away_mid_run_is_retryable_and_the_next_run_converg
         warnings.simplefilter("always")
         assert open_event_loops() <= before
     assert [str(warning.message) for warning in collected] == []
+
+
+def test_up_every_applies_again_when_the_file_changes_and_a_sigterm_ends_it_between_runs(
+    harness: Harness,
+) -> None:
+    """The runner's loop (``up --every``, ``deploy/kubernetes/runner``): one envelope line per
+    run, a run as soon as the stack file changes (long before the period), and SIGTERM ending
+    the loop with exit 0 and no run after it."""
+    harness.configure([replica("loop-a")])
+    process = cli(harness, "up", "--every", "3600")
+    assert process.stdout is not None
+    envelopes = []
+
+    def next_envelope() -> dict[str, Any]:
+        line = process.stdout.readline() if process.stdout else ""
+        assert line, f"the loop ended: exit {process.poll()}"
+        envelope: dict[str, Any] = json.loads(line)
+        ENVELOPE.validate(envelope)
+        envelopes.append(envelope)
+        return envelope
+
+    def changes(envelope: dict[str, Any]) -> list[tuple[str, str]]:
+        assert envelope["ok"], envelope
+        return [(r["externalKey"], r["change"]) for r in envelope["result"]["replicas"]]
+
+    try:
+        assert changes(next_envelope()) == [("loop-a", "create")]
+        harness.configure([replica("loop-a"), replica("loop-b")])
+        assert changes(next_envelope()) == [("loop-a", "same"), ("loop-b", "create")]
+        assert harness.get(kinds.DEPLOYMENT, "loop-b") is not None
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0 and out == "", out
+    assert len(envelopes) == 2
