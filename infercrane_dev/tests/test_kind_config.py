@@ -40,7 +40,7 @@ def test_kind_config_has_a_control_plane_and_a_tainted_labelled_worker_per_pool_
         "serviceSubnet": "10.96.0.0/12",
     }
     assert [yaml.safe_load(p) for p in config["kubeadmConfigPatches"]] == [
-        {"kind": "KubeletConfiguration", "failCgroupV1": False}
+        {"kind": "KubeletConfiguration", "failCgroupV1": False, "syncFrequency": "10s"}
     ]
     [admission] = config["kubeadmConfigPatchesJSON6902"]
     assert (admission["kind"], admission["version"]) == ("ClusterConfiguration", "v1beta4")
