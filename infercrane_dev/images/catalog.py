@@ -103,6 +103,23 @@ ROOTFS = Layer(
     )
 )
 PAUSE = Layer((Executable("pause", "infercrane-pause"),))
+# The non-root user an image runs as: uid and gid 65532, as distroless images name theirs.
+ACCOUNT_ID = 65532
+
+
+def account(name: str, home: str) -> Layer:
+    """``/etc/passwd`` and ``/etc/group`` holding root and ``name`` (``ACCOUNT_ID``), and its
+    home directory, ``home`` (relative), which a program that looks itself up finds."""
+    user = f"{name}:x:{ACCOUNT_ID}:{ACCOUNT_ID}::/{home}:/sbin/nologin"
+    return Layer(
+        (
+            Text("etc/passwd", f"root:x:0:0:root:/root:/sbin/nologin\n{user}\n"),
+            Text("etc/group", f"root:x:0:\n{name}:x:{ACCOUNT_ID}:\n"),
+            *(Directory("/".join(home.split("/")[: i + 1])) for i in range(home.count("/") + 1)),
+        )
+    )
+
+
 STANDIN = Layer((Executable(STANDIN_PATH.lstrip("/"), "infercrane-standin"),))
 # The current vLLM image has both commands; the stand-in dispatches on the name it was run as.
 VLLM_COMMANDS = Layer(

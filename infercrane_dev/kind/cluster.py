@@ -12,9 +12,9 @@ read it):
 2. starts dockerd (:mod:`.docker`) and builds the node image unless Docker holds it already;
 3. ``kind create cluster`` (one control plane, the GPU pools' workers), then the Pod network
    (:mod:`.network`), and waits until every node is Ready;
-4. ``kind load image-archive`` of the stand-in images and the runner image into every node,
-   each also tagged ``<repository>@<manifest digest>`` (the name the CRI resolves a
-   digest-pinned reference by);
+4. ``kind load image-archive`` of the stand-in images, the runner image and PostgreSQL's into
+   every node, each also tagged ``<repository>@<manifest digest>`` (the name the CRI resolves
+   a digest-pinned reference by);
 5. the device plugin's DaemonSet per pool, until each GPU worker allocates its GPUs;
 6. a route of the Service range to a GPU worker, so that this host reaches a Service's
    ClusterIP as the real node's scenarios do (kube-proxy in the node takes it from there);
@@ -43,6 +43,7 @@ import yaml
 
 from infercrane_dev import REPO_ROOT
 from infercrane_dev.images import BuiltImage, Sources, build_image, build_images
+from infercrane_dev.images.postgres import build_postgres
 from infercrane_dev.images.runner import build_runner
 from infercrane_dev.localcluster import hostlock
 from infercrane_dev.localcluster.admin import new_api_client
@@ -108,6 +109,7 @@ class Prepared:
     node_image: nodeimage.NodeImagePlan
     standins: list[BuiltImage]
     runner: BuiltImage  # the provider's runner image (deploy/kubernetes/runner)
+    postgres: BuiltImage  # a state backend for runners inside the cluster
     kserve: BuiltImage | None = None  # KServe's controller, for a cluster with KServe
 
 
@@ -141,8 +143,9 @@ def prepare(
         runner = build_runner(
             bin_dir, REPO_ROOT, out_dir=cache / "runner", deb_cache=cache / "debs"
         )
+        postgres = build_postgres(bin_dir, out_dir=cache / "postgres", deb_cache=cache / "debs")
         manager = _kserve_image(bin_dir, cache) if spec.kserve else None
-    return Prepared(plan, standins, runner, manager)
+    return Prepared(plan, standins, runner, postgres, manager)
 
 
 def _kserve_image(bin_dir: Path, cache: Path) -> BuiltImage:
@@ -291,7 +294,7 @@ class KindRuntime:
         self._timed("create", lambda: self._create(prepared, bin_dir))
         with new_api_client(self.kubeconfig, self.context) as api:
             self._timed("network", lambda: self._network(api))
-            images = [*prepared.standins, prepared.runner]
+            images = [*prepared.standins, prepared.runner, prepared.postgres]
             self._timed("images", lambda: self._load_images(images, bin_dir))
             self._timed("gpus", lambda: self._device_plugins(api))
             self._route()

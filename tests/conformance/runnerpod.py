@@ -37,18 +37,22 @@ def shipped(kind: str) -> dict[str, Any]:
     return copy.deepcopy(found)
 
 
-def deployment(namespace: str, image: str) -> dict[str, Any]:
+def deployment(
+    namespace: str, image: str, *, replicas: int, every: str, events: bool
+) -> dict[str, Any]:
     made = shipped("Deployment")
     made["metadata"]["namespace"] = namespace
     spec = made["spec"]
-    spec["replicas"] = 1
+    spec["replicas"] = replicas
     pod = spec["template"]["spec"]
     pod["tolerations"] = [GPU_TOLERATION]
     for container in [*pod["initContainers"], *pod["containers"]]:
         container["image"] = image
     [runner] = pod["containers"]
     args = runner["args"]
-    args[args.index("--every") + 1] = PERIOD_SECONDS
+    args[args.index("--every") + 1] = every
+    if events:  # progress on stderr, so that a test sees a run in flight
+        args.append("--events")
     return made
 
 
@@ -65,6 +69,10 @@ class Runner:
     api: client.ApiClient
     namespace: str
     kubectl: list[str]  # kubectl with the admin's kubeconfig and context
+    replicas: int = 1
+    every: str = PERIOD_SECONDS
+    events: bool = False
+    state_url: str = STATE_URL
 
     def key(self, stack: str = "") -> str:
         """The ConfigMap's key (the file's name) of ``stack``, by default the runner's own."""
@@ -80,7 +88,7 @@ class Runner:
             self.namespace,
             client.V1Secret(
                 metadata=meta("infercrane-runner-state"),
-                string_data={"backend-url": STATE_URL, "passphrase": passphrase},
+                string_data={"backend-url": self.state_url, "passphrase": passphrase},
             ),
         )
         core.create_namespaced_config_map(
@@ -88,7 +96,9 @@ class Runner:
             client.V1ConfigMap(metadata=meta("infercrane-stack"), data={self.key(): stack}),
         )
         placed = {"namespace": self.namespace, "labels": dict(labels)}
-        made: Any = deployment(self.namespace, image)
+        made: Any = deployment(
+            self.namespace, image, replicas=self.replicas, every=self.every, events=self.events
+        )
         made["metadata"] |= placed
         client.AppsV1Api(self.api).create_namespaced_deployment(self.namespace, made)
         budget: Any = shipped("PodDisruptionBudget")
@@ -106,28 +116,39 @@ class Runner:
         seen = f"import sys; sys.exit(open({path!r}).read() != {document!r})"
         until(lambda: self.exec("python3", "-c", seen).returncode == 0, f"{key} in the Pod", 90)
 
+    def pods(self) -> list[str]:
+        """The runner's Pods that are running, by name."""
+        pods = client.CoreV1Api(self.api).list_namespaced_pod(
+            self.namespace, label_selector=f"app.kubernetes.io/name={NAME}"
+        )
+        running = [p for p in pods.items if p.status and p.status.phase == "Running"]
+        return sorted(p.metadata.name for p in running if p.metadata and p.metadata.name)
+
     def pod(self) -> str:
-        def running() -> str | None:
-            pods = client.CoreV1Api(self.api).list_namespaced_pod(
-                self.namespace, label_selector=f"app.kubernetes.io/name={NAME}"
-            )
-            running = [p for p in pods.items if p.status and p.status.phase == "Running"]
-            named = [p.metadata.name for p in running if p.metadata and p.metadata.name]
-            return named[0] if len(named) == 1 else None
+        """A running Pod of the runner, once all of its replicas run."""
+        running = wait_for(
+            lambda: self.pods() if len(self.pods()) == self.replicas else None,
+            timeout=180,
+            what=f"the runner's {self.replicas} Pod(s) running",
+        )
+        return running[0]
 
-        return wait_for(running, timeout=180, what="the runner's Pod running")
-
-    def envelopes(self) -> list[dict[str, Any]]:
-        """Every run's envelope so far, from the runner container's log."""
+    def records(self, pod: str) -> list[dict[str, Any]]:
+        """What ``pod``'s runner printed: run envelopes (``command``) and, with ``events``,
+        progress records (``type``), in order."""
         log = client.CoreV1Api(self.api).read_namespaced_pod_log(
-            self.pod(), self.namespace, container="runner"
+            pod, self.namespace, container="runner"
         )
         return [json.loads(line) for line in log.splitlines() if line.startswith("{")]
 
-    def run_after(self, seen: int, *, timeout: float = 240) -> dict[str, Any]:
+    def envelopes(self, pod: str = "") -> list[dict[str, Any]]:
+        """Every run's envelope so far, of ``pod`` (default: the one runner's)."""
+        return [r for r in self.records(pod or self.pod()) if "command" in r]
+
+    def run_after(self, seen: int, *, pod: str = "", timeout: float = 240) -> dict[str, Any]:
         """The envelope of the first run after the ``seen`` first ones."""
         return wait_for(
-            lambda: next(iter(self.envelopes()[seen:]), None),
+            lambda: next(iter(self.envelopes(pod)[seen:]), None),
             timeout=timeout,
             what=f"run {seen + 1} of the runner",
         )

@@ -43,10 +43,11 @@ from tests.conformance import test_lifecycle as lifecycle
 from tests.conformance import test_ownership as ownership
 from tests.conformance import test_real_node as real_node_scenarios
 from tests.conformance.backends import Backend, Tenant, open_backend
-from tests.conformance.harness import replica, show, unavailable
+from tests.conformance.harness import replica, show, unavailable, wait_for
 from tests.conformance.ledger import RunLedger
 from tests.conformance.realnode import RealNode
 from tests.conformance.runnerpod import PROJECT_DIR, Runner, stack_document, until
+from tests.conformance.statepod import StatePod
 from tests.conformance.target import ExternalTarget
 from tests.conformance.test_real_node import replicas  # noqa: F401  (the fixture, on Kind's GPU worker)
 
@@ -214,3 +215,80 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
     probe = runner.exec("python3", "-c", SECRET_PROBE, f"{PROJECT_DIR}/stacks/{runner.key()}")
     read = json.loads(probe.stdout)
     assert (read["code"], read["retryable"]) == ("cluster-forbidden", False), probe.stderr
+
+
+def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_mid_run(
+    kind_cluster: KindRuntime,
+    tenant: Tenant,
+    real_node: RealNode,
+    admin_client: client.ApiClient,
+    ledger: RunLedger,
+) -> None:
+    """The shipped Deployment's two replicas, their state and leases on PostgreSQL running as a
+    Pod beside them. The stack file changes; the Pod whose run is in flight (its progress
+    records seen, its envelope not) is deleted with a grace period of 0. The other runner,
+    waiting on the lease, takes the stack over and converges: each key's objects exist once.
+    (The namespace's deletion removes the rest; the module's leftover check proves it.)"""
+    namespace = tenant.namespace
+    state = StatePod(admin_client, namespace)
+    state.start(kind_cluster.images["postgres"], ledger.labels)
+    kubectl = [str(find_binary("kubectl")), "--kubeconfig", str(kind_cluster.kubeconfig)]
+    runner = Runner(
+        admin_client,
+        namespace,
+        [*kubectl, "--context", kind_cluster.context],
+        replicas=2,
+        every="30",
+        events=True,
+        state_url=state.url,
+    )
+    settings = real_node.settings()
+    first = [replica("pair-r0", gpu=real_node.product)]
+    runner.start(
+        kind_cluster.images["runner"],
+        stack_document(namespace, first, **settings),
+        passphrase=secrets.token_hex(16),
+        labels=ledger.labels,
+    )
+    runner.pod()  # both running
+    pods = runner.pods()
+    # Both take their turn at the first file: one creates, the other finds it done.
+    seen = {pod: runner.run_after(0, pod=pod) for pod in pods}
+    assert sorted(_changes(e)[0][1] for e in seen.values()) == ["create", "same"]
+    counts = {pod: len(runner.envelopes(pod)) for pod in pods}
+    runner.write(
+        stack_document(namespace, [*first, replica("pair-r1", gpu=real_node.product)], **settings)
+    )
+
+    def in_flight() -> str | None:
+        for pod in pods:
+            records = runner.records(pod)
+            envelopes = [i for i, r in enumerate(records) if "command" in r]
+            after = records[envelopes[counts[pod] - 1] + 1 :]
+            if any(r.get("type") != "summary" for r in after) and not any(
+                "command" in r for r in after
+            ):
+                return pod
+        return None
+
+    victim = wait_for(in_flight, timeout=120, what="a runner's run of the new file in flight")
+    client.CoreV1Api(admin_client).delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
+    [survivor] = [pod for pod in pods if pod != victim]
+    converged = wait_for(
+        lambda: next(
+            (
+                e
+                for e in runner.envelopes(survivor)[counts[survivor] :]
+                if e["ok"] and len(e["result"]["replicas"]) == 2
+            ),
+            None,
+        ),
+        timeout=360,
+        what="the surviving runner's run of the new file",
+    )
+    assert {k for k, _ in _changes(converged)} == {"pair-r0", "pair-r1"}
+    apps = client.AppsV1Api(admin_client)
+    owned = apps.list_namespaced_deployment(namespace, label_selector=naming.OWNED_SELECTOR).items
+    assert sorted(
+        (d.metadata.annotations or {})[naming.ANNOTATION_EXTERNAL_KEY] for d in owned if d.metadata
+    ) == ["pair-r0", "pair-r1"]

@@ -1,0 +1,142 @@
+"""PostgreSQL as a Pod in a test's namespace: the runners' shared state and leases, inside the
+cluster (the image: ``infercrane_dev/images/postgres.py``).
+
+An init container runs ``initdb`` into an empty volume (the superuser's password from a Secret,
+SCRAM for every connection), then ``postgres`` listens on every address with one ``pg_hba``
+line: password authentication, from anywhere in the cluster. The data lives as long as the Pod:
+a test's state, not a database to keep.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from infercrane_dev.images.postgres import BIN, DATA
+from tests.conformance.harness import wait_for
+
+NAME = "infercrane-state"
+USER = "infercrane"
+DATABASE = "postgres"
+PORT = 5432
+_PGDATA = f"{DATA}/data/pgdata"
+_GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+_HARDENED = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def _deployment(namespace: str, image: str) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/name": NAME}
+    mounts = [
+        {"name": "data", "mountPath": f"{DATA}/data"},
+        {"name": "secret", "mountPath": "/etc/infercrane-state-db", "readOnly": True},
+        {"name": "hba", "mountPath": "/etc/infercrane-state-hba", "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    initdb = [
+        f"{BIN}/initdb",
+        *("-D", _PGDATA, "-U", USER, "--pwfile=/etc/infercrane-state-db/password"),
+        *("--auth=scram-sha-256", "--encoding=UTF8", "--locale=C"),
+    ]
+    server = [
+        f"{BIN}/postgres",
+        *("-D", _PGDATA, "-c", "listen_addresses=*", "-c", "unix_socket_directories=/tmp"),
+        *("-c", "hba_file=/etc/infercrane-state-hba/pg_hba.conf", "-c", "jit=off"),
+    ]
+    resources = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "tolerations": [_GPU_TOLERATION],
+                    "securityContext": {"runAsNonRoot": True, "fsGroup": 65532},
+                    "initContainers": [
+                        {
+                            "name": "initdb",
+                            "image": image,
+                            "command": initdb,
+                            "securityContext": _HARDENED,
+                            "resources": resources,
+                            "volumeMounts": mounts,
+                        }
+                    ],
+                    "containers": [
+                        {
+                            "name": "postgres",
+                            "image": image,
+                            "command": server,
+                            "ports": [{"name": "postgres", "containerPort": PORT}],
+                            "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 1},
+                            "securityContext": _HARDENED,
+                            "resources": resources,
+                            "volumeMounts": mounts,
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "data", "emptyDir": {}},
+                        {"name": "tmp", "emptyDir": {}},
+                        {"name": "secret", "secret": {"secretName": NAME}},
+                        {"name": "hba", "configMap": {"name": NAME}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+@dataclass
+class StatePod:
+    api: client.ApiClient
+    namespace: str
+    password: str = ""
+
+    @property
+    def url(self) -> str:
+        """The backend URL a runner in the namespace uses (the password in it: the runner's
+        Secret holds it)."""
+        host = f"{NAME}.{self.namespace}.svc"
+        return f"postgres://{USER}:{self.password}@{host}:{PORT}/{DATABASE}?sslmode=disable"
+
+    def start(self, image: str, labels: Mapping[str, str]) -> None:
+        self.password = secrets.token_hex(16)
+        core = client.CoreV1Api(self.api)
+        meta = client.V1ObjectMeta(name=NAME, namespace=self.namespace, labels=dict(labels))
+        core.create_namespaced_secret(
+            self.namespace, client.V1Secret(metadata=meta, string_data={"password": self.password})
+        )
+        hba = "host all all all scram-sha-256\n"
+        core.create_namespaced_config_map(
+            self.namespace, client.V1ConfigMap(metadata=meta, data={"pg_hba.conf": hba})
+        )
+        service = client.V1Service(
+            metadata=meta,
+            spec=client.V1ServiceSpec(
+                selector={"app.kubernetes.io/name": NAME},
+                ports=[client.V1ServicePort(name="postgres", port=PORT, target_port=PORT)],
+            ),
+        )
+        core.create_namespaced_service(self.namespace, service)
+        made: Any = _deployment(self.namespace, image)
+        made["metadata"]["labels"] = dict(labels)
+        apps = client.AppsV1Api(self.api)
+        apps.create_namespaced_deployment(self.namespace, made)
+
+        def available() -> bool | None:
+            status = apps.read_namespaced_deployment_status(NAME, self.namespace).status
+            return bool(status and status.available_replicas) or None
+
+        wait_for(available, timeout=180, what="PostgreSQL's Pod ready")
