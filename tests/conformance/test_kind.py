@@ -225,9 +225,9 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     ledger: RunLedger,
 ) -> None:
     """The shipped Deployment's two replicas, their state and leases on PostgreSQL running as a
-    Pod beside them. The stack file changes; the Pod whose run is in flight (its progress
-    records seen, its envelope not) is deleted with a grace period of 0. The other runner,
-    waiting on the lease, takes the stack over and converges: each key's objects exist once.
+    Pod beside them. The stack file gains a key; the Pod whose run is creating it (the step
+    seen in its progress, its envelope not) is deleted with a grace period of 0. The other
+    runner, waiting on the lease, takes the stack over and converges: each key once.
     (The namespace's deletion removes the rest; the module's leftover check proves it.)"""
     namespace = tenant.namespace
     state = StatePod(admin_client, namespace)
@@ -261,12 +261,13 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     )
 
     def in_flight() -> str | None:
+        """The runner creating pair-r1 now: its step seen after its last envelope."""
         for pod in pods:
             records = runner.records(pod)
-            envelopes = [i for i, r in enumerate(records) if "command" in r]
-            after = records[envelopes[counts[pod] - 1] + 1 :]
-            if any(r.get("type") != "summary" for r in after) and not any(
-                "command" in r for r in after
+            last = max((i for i, r in enumerate(records) if "command" in r), default=-1)
+            if any(
+                (r.get("type"), r.get("op"), r.get("externalKey")) == ("step", "create", "pair-r1")
+                for r in records[last + 1 :]
             ):
                 return pod
         return None
