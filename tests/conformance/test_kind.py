@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -223,6 +224,7 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     real_node: RealNode,
     admin_client: client.ApiClient,
     ledger: RunLedger,
+    pytestconfig: pytest.Config,
 ) -> None:
     """The shipped Deployment's two replicas, their state and leases on PostgreSQL running as a
     Pod beside them. The stack file gains a key; the Pod whose run is creating it (the step
@@ -274,6 +276,7 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
 
     victim = wait_for(in_flight, timeout=120, what="a runner's run of the new file in flight")
     client.CoreV1Api(admin_client).delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
+    killed = time.monotonic()
     [survivor] = [pod for pod in pods if pod != victim]
     converged = wait_for(
         lambda: next(
@@ -288,6 +291,8 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
         what="the surviving runner's run of the new file",
     )
     assert {k for k, _ in _changes(converged)} == {"pair-r0", "pair-r1"}
+    took = time.monotonic() - killed
+    show(pytestconfig, f"runner {victim} killed mid-run; {survivor} converged {took:.1f}s after")
     apps = client.AppsV1Api(admin_client)
     owned = apps.list_namespaced_deployment(namespace, label_selector=naming.OWNED_SELECTOR).items
     assert sorted(
