@@ -222,8 +222,7 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     kind_cluster: KindRuntime,
     tenant: Tenant,
     real_node: RealNode,
-    admin_client: client.ApiClient,
-    ledger: RunLedger,
+    backend: Backend,
     pytestconfig: pytest.Config,
 ) -> None:
     """The shipped Deployment's two replicas, their state and leases on PostgreSQL running as a
@@ -232,6 +231,7 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     runner, waiting on the lease, takes the stack over and converges: each key once.
     (The namespace's deletion removes the rest; the module's leftover check proves it.)"""
     namespace = tenant.namespace
+    admin_client, ledger = backend.admin, backend.ledger
     state = StatePod(admin_client, namespace)
     state.start(kind_cluster.images["postgres"], ledger.labels)
     kubectl = [str(find_binary("kubectl")), "--kubeconfig", str(kind_cluster.kubeconfig)]
