@@ -90,6 +90,22 @@ def pod_reason(pods: Sequence[Object]) -> str:
                     f"probe has not passed yet (loading the model; {restarts} restart(s))"
                 )
     for pod in pods:
+        found = conditions(pod)
+        ready = found.get("Ready") or {}
+        # The kubelet marks a Pod ready exactly when its containers are; only the node
+        # controller marks it not ready over containers the kubelet last saw ready, when the
+        # Pod's node stops reporting. The node itself is not ours to read.
+        if (
+            ready.get("status") == "False"
+            and (found.get("ContainersReady") or {}).get("status") == "True"
+        ):
+            node = (pod.get("spec") or {}).get("nodeName")
+            return (
+                f"NodeNotReady: node {node} stopped reporting, and its Pods were marked not ready "
+                f"at {ready.get('lastTransitionTime')}; they are evicted when their toleration of "
+                "an unreachable node ends (300 s by default)"
+            )
+    for pod in pods:
         ready = conditions(pod).get("Ready") or {}
         if ready.get("status") == "False":
             return _explained(ready)

@@ -336,23 +336,31 @@ class KindRuntime:
         self.bridge = None if found is None else f"br-{found['Id'][:12]}"
         self.save()
 
-    def _nodes(self) -> list[str]:
+    def nodes(self) -> list[str]:
         label = f"io.x-k8s.kind.cluster={self.spec.name}"
         return self.docker.output(
             "ps", "--filter", f"label={label}", "--format", "{{.Names}}"
         ).split()
 
-    def _node_ip(self, node: str) -> str:
+    def stop_node(self, node: str) -> None:
+        """``docker stop`` of a node, as a machine that goes down (its Pods stay bound)."""
+        self.docker.run("stop", node)
+
+    def start_node(self, node: str) -> None:
+        """``docker start`` of a stopped node: its systemd starts the routes, then the kubelet."""
+        self.docker.run("start", node)
+
+    def node_ip(self, node: str) -> str:
         found = self.docker.inspect("container", node) or {}
         return str(found["NetworkSettings"]["Networks"][NETWORK]["IPAddress"])
 
     def _network(self, api: ApiClient) -> None:
         def addresses() -> list[network.NodeAddress] | None:
             nodes = _list_nodes(api)
-            if len(nodes) != len(self._nodes()) or not all(n["spec"].get("podCIDR") for n in nodes):
+            if len(nodes) != len(self.nodes()) or not all(n["spec"].get("podCIDR") for n in nodes):
                 return None
             return [
-                network.NodeAddress(name, self._node_ip(name), n["spec"]["podCIDR"])
+                network.NodeAddress(name, self.node_ip(name), n["spec"]["podCIDR"])
                 for n in nodes
                 if (name := n["metadata"]["name"])
             ]
@@ -361,8 +369,10 @@ class KindRuntime:
         for name, planned in network.node_networks(found).items():
             conflist = json.dumps(planned.conflist, indent=2).encode()
             self.docker.exec(name, ["sh", "-c", f"cat > {network.CONFLIST_PATH}"], stdin=conflist)
-            for cidr, via in planned.routes:
-                self.docker.exec(name, ["ip", "route", "replace", cidr, "via", via])
+            unit = network.routes_unit(planned.routes).encode()
+            self.docker.exec(name, ["sh", "-c", f"cat > {network.ROUTES_UNIT_PATH}"], stdin=unit)
+            self.docker.exec(name, ["systemctl", "daemon-reload"])
+            self.docker.exec(name, ["systemctl", "enable", "--now", network.ROUTES_UNIT])
         poll(
             lambda: all(_condition(n, "Ready") for n in _list_nodes(api)),
             timeout=READY_SECONDS,
@@ -376,7 +386,7 @@ class KindRuntime:
             )
             # kind imports with --digests, which names the image after the archive's index.
             for name, digest in archive_images(image.archive):
-                for node in self._nodes():
+                for node in self.nodes():
                     tag = ["ctr", "--namespace=k8s.io", "images", "tag", "--force"]
                     self.docker.exec(node, [*tag, name, digest_reference(name, digest)])
             self.images[image.name.rsplit("/", 1)[1]] = image.reference
@@ -411,8 +421,8 @@ class KindRuntime:
         _wait_available(api, kserve.NAMESPACE, name)
 
     def _route(self) -> None:
-        worker = next(n for n in sorted(self._nodes()) if not n.endswith("control-plane"))
-        via = self._node_ip(worker)
+        worker = next(n for n in sorted(self.nodes()) if not n.endswith("control-plane"))
+        via = self.node_ip(worker)
         hostguard.add_service_route(SERVICE_SUBNET, via)
         self.route_via = via
         self.save()

@@ -4,8 +4,12 @@ kindnetd, kind's CNI, is not served by the Go module proxy, so its two jobs are 
 ``up``, when every node has its Pod range (``spec.podCIDR``, given by the controller manager):
 each node gets a CNI configuration for the bridge plugin with host-local addresses from its
 range and a default route through the bridge, and a route to every other node's range through
-that node's address on Docker's network. A Kind cluster here is disposable and its nodes never
-change after ``up``, so nothing needs to watch for new nodes as kindnetd does.
+that node's address on Docker's network. The routes are a systemd unit of the node's
+(:func:`routes_unit`), started at once and at every start of the node container: a node's
+network namespace is new each time it starts (``docker stop``/``start``), and its routes go with
+the old one. A Kind cluster here never gains a node after ``up``, and a restarted node keeps its
+address on Docker's network (the lowest free one, its own), so nothing needs to watch nodes as
+kindnetd does.
 
 No masquerade: Pods only talk to Pods, nodes and the API server (all on the nodes' network), and
 nothing leaves the machine.
@@ -18,6 +22,8 @@ from typing import Any
 
 CNI_VERSION = "1.0.0"
 CONFLIST_PATH = "/etc/cni/net.d/10-infercrane-bridge.conflist"
+ROUTES_UNIT = "infercrane-routes.service"
+ROUTES_UNIT_PATH = f"/etc/systemd/system/{ROUTES_UNIT}"
 BRIDGE = "cni0"
 
 
@@ -65,3 +71,21 @@ def node_networks(nodes: list[NodeAddress]) -> dict[str, NodeNetwork]:
         )
         for node in nodes
     }
+
+
+def routes_unit(routes: tuple[tuple[str, str], ...]) -> str:
+    """A oneshot unit that puts the node's routes back, before its kubelet starts Pods."""
+    commands = "".join(
+        f"ExecStart=/usr/sbin/ip route replace {cidr} via {via}\n" for cidr, via in routes
+    )
+    return (
+        "[Unit]\n"
+        "Description=InferCrane: routes to the other nodes' Pod ranges (kindnetd's job)\n"
+        "Before=kubelet.service\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "RemainAfterExit=yes\n"
+        f"{commands}"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )

@@ -102,6 +102,19 @@ def test_each_node_gets_a_bridge_on_its_range_and_routes_to_the_others() -> None
         "routes": [{"dst": "0.0.0.0/0"}],
     }
     assert network.node_networks(nodes[:1])["cp"].routes == ()
+    # The routes are a unit of the node's, so every start of the node puts them back.
+    assert network.routes_unit(planned["w1"].routes).splitlines() == [
+        "[Unit]",
+        "Description=InferCrane: routes to the other nodes' Pod ranges (kindnetd's job)",
+        "Before=kubelet.service",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "ExecStart=/usr/sbin/ip route replace 10.244.0.0/24 via 172.18.0.2",
+        "ExecStart=/usr/sbin/ip route replace 10.244.2.0/24 via 172.18.0.4",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
 
 
 def test_dockerd_keeps_everything_in_our_directories_and_leaves_the_host_network_alone() -> None:

@@ -40,6 +40,7 @@ from infercrane_dev.kind.hostchecks import unavailable as kind_unavailable
 from infercrane_dev.tests import hostsnapshot
 from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi import naming
+from infercrane_pulumi.cluster.observe import ReplicaObservation
 from tests.conformance import test_lifecycle as lifecycle
 from tests.conformance import test_ownership as ownership
 from tests.conformance import test_real_node as real_node_scenarios
@@ -298,3 +299,110 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     assert sorted(
         (d.metadata.annotations or {})[naming.ANNOTATION_EXTERNAL_KEY] for d in owned if d.metadata
     ) == ["pair-r0", "pair-r1"]
+
+
+# -- a node that goes down, and nodes that restart (last: it restarts the cluster's nodes) -------
+
+# Run in a Pod on a given node: a name resolved by the cluster's DNS, and the replica's Pod
+# asked directly; one of the two always crosses to the other node.
+REACH = """
+import socket, sys, urllib.request
+socket.getaddrinfo("kubernetes.default.svc.cluster.local", 443)
+urllib.request.urlopen(f"http://{sys.argv[1]}:8000/health", timeout=5).read()
+"""
+
+
+def _reaches(
+    admin_client: client.ApiClient, namespace: str, image: str, node: str, pod_ip: str
+) -> None:
+    """A Pod of the runner image on ``node`` resolves a cluster name and reaches ``pod_ip``."""
+    core = client.CoreV1Api(admin_client)
+    name = f"reach-{secrets.token_hex(3)}"
+    pod: Any = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "reach",
+                    "image": image,
+                    "command": ["python3", "-c", REACH, pod_ip],
+                    "resources": {"limits": {"memory": "128Mi"}},
+                }
+            ],
+        },
+    }
+    core.create_namespaced_pod(namespace, pod)
+
+    def ended() -> str | None:
+        status = core.read_namespaced_pod(name, namespace).status
+        return status.phase if status and status.phase in ("Succeeded", "Failed") else None
+
+    phase = wait_for(ended, timeout=120, what=f"the reach Pod on {node} to end")
+    log = core.read_namespaced_pod_log(name, namespace)
+    assert phase == "Succeeded", f"from {node}: {log[-2000:]}"
+
+
+def test_a_node_that_goes_down_is_named_and_restarted_nodes_route_again(
+    kind_cluster: KindRuntime,
+    replicas: real_node_scenarios.Replicas,  # noqa: F811  (the fixture imported above)
+    admin_client: client.ApiClient,
+) -> None:
+    """``docker stop`` of the GPU worker: ``inspect`` names the node that stopped reporting
+    (the Pod reader is bound). ``docker start``: the replica serves again, and a Pod on the
+    worker reaches cluster DNS on the control plane's node (the routes the node lost with its
+    network namespace are back). Then the control plane's node restarts, with the same result
+    from a Pod on it, across to the replica's Pod on the worker."""
+    key = "restart-r0"
+    replicas.stack.ensure([replicas.intent(key)])
+    replicas.ready(key)
+    nodes = kind_cluster.nodes()
+    [control_plane] = [n for n in nodes if n.endswith("control-plane")]
+    [worker] = [n for n in nodes if n != control_plane]
+    addresses = {node: kind_cluster.node_ip(node) for node in nodes}
+    namespace, image = replicas.harness.namespace, kind_cluster.images["runner"]
+
+    def replica_pod_ip() -> str:
+        [pod] = replicas.core.list_namespaced_pod(
+            namespace, label_selector=naming.OWNED_SELECTOR
+        ).items
+        assert pod.status and pod.status.pod_ip, pod.status
+        return str(pod.status.pod_ip)
+
+    kind_cluster.stop_node(worker)
+    try:
+
+        def named_down() -> ReplicaObservation | None:
+            found = replicas.observe(key)
+            return found if found.reason.startswith("NodeNotReady") else None
+
+        down = wait_for(named_down, timeout=180, what=f"inspect naming {worker} down")
+    finally:
+        kind_cluster.start_node(worker)
+    assert down.state == "provisioning" and f"node {worker} stopped reporting" in down.reason
+    replicas.ready(key)
+    assert replicas.models(key).status == 200
+    _reaches(admin_client, namespace, image, worker, replica_pod_ip())
+
+    kind_cluster.stop_node(control_plane)
+    kind_cluster.start_node(control_plane)
+    wait_for(
+        lambda: (
+            replicas.core.list_node().items
+            and all(
+                any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+                for n in replicas.core.list_node().items
+                if n.status
+            )
+        ),
+        timeout=240,
+        what="the API server back and every node Ready",
+    )
+    assert {node: kind_cluster.node_ip(node) for node in nodes} == addresses
+    replicas.ready(key)
+    _reaches(admin_client, namespace, image, control_plane, replica_pod_ip())

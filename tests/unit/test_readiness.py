@@ -156,6 +156,38 @@ def test_a_container_loading_under_its_startup_probe_says_so() -> None:
     )
 
 
+def test_a_pod_whose_node_stopped_reporting_names_the_node() -> None:
+    # As the node controller leaves it: Ready False over the kubelet's last word, every
+    # container ready (ContainersReady True), with no reason of its own.
+    marked = "2026-12-05T16:20:00Z"
+    pod = {
+        "spec": {"nodeName": "infercrane-worker"},
+        "status": {
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "ContainersReady", "status": "True"},
+                {"type": "Ready", "status": "False", "lastTransitionTime": marked},
+            ],
+            "containerStatuses": [
+                {"name": "runtime", "state": {"running": {}}, "started": True, "ready": True}
+            ],
+        },
+    }
+    down = SERVING | {
+        "availableReplicas": 0,
+        "conditions": [
+            {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"}
+        ],
+    }
+    verdict = readiness.deployment(live(down), desired_hash(), [pod])
+    assert verdict == Readiness(
+        "provisioning",
+        "NodeNotReady: node infercrane-worker stopped reporting, and its Pods were marked not "
+        f"ready at {marked}; they are evicted when their toleration of an unreachable node ends "
+        "(300 s by default)",
+    )
+
+
 def test_a_replica_set_refused_its_pod_gives_the_admission_reason() -> None:
     refused = (
         'pods "infercrane-x-1" is forbidden: violates PodSecurity "restricted:latest": '
