@@ -368,11 +368,16 @@ def test_a_node_that_goes_down_is_named_and_restarted_nodes_route_again(
     namespace, image = replicas.harness.namespace, kind_cluster.images["runner"]
 
     def replica_pod_ip() -> str:
-        [pod] = replicas.core.list_namespaced_pod(
-            namespace, label_selector=naming.OWNED_SELECTOR
-        ).items
-        assert pod.status and pod.status.pod_ip, pod.status
-        return str(pod.status.pod_ip)
+        """The replica's serving Pod's address (a Pod of the node's previous life may remain)."""
+        pods = replicas.core.list_namespaced_pod(namespace, label_selector=naming.OWNED_SELECTOR)
+        [serving] = [
+            p.status.pod_ip
+            for p in pods.items
+            if p.status
+            and p.status.pod_ip
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+        ]
+        return str(serving)
 
     kind_cluster.stop_node(worker)
     try:
