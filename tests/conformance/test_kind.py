@@ -31,7 +31,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import urllib3
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from infercrane_dev.kind.baseimage import cache_root
 from infercrane_dev.kind.cluster import KindRuntime, prepare
@@ -396,18 +398,20 @@ def test_a_node_that_goes_down_is_named_and_restarted_nodes_route_again(
 
     kind_cluster.stop_node(control_plane)
     kind_cluster.start_node(control_plane)
-    wait_for(
-        lambda: (
-            replicas.core.list_node().items
-            and all(
-                any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
-                for n in replicas.core.list_node().items
-                if n.status
-            )
-        ),
-        timeout=240,
-        what="the API server back and every node Ready",
-    )
+
+    def every_node_ready() -> bool | None:
+        try:
+            found = replicas.core.list_node().items
+        except (urllib3.exceptions.HTTPError, ApiException):  # the API server is starting
+            return None
+        ready = [
+            any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+            for n in found
+            if n.status
+        ]
+        return (len(ready) == len(nodes) and all(ready)) or None
+
+    wait_for(every_node_ready, timeout=240, what="the API server back and every node Ready")
     assert {node: kind_cluster.node_ip(node) for node in nodes} == addresses
     replicas.ready(key)
     _reaches(admin_client, namespace, image, control_plane, replica_pod_ip())
