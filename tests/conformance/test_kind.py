@@ -23,6 +23,7 @@ controller scenarios, once the background ``python -m infercrane_dev.kind prepar
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import secrets
@@ -347,7 +348,28 @@ def _reaches(
 
     phase = wait_for(ended, timeout=120, what=f"the reach Pod on {node} to end")
     log = core.read_namespaced_pod_log(name, namespace)
+    core.delete_namespaced_pod(name, namespace)
     assert phase == "Succeeded", f"from {node}: {log[-2000:]}"
+
+
+def _dns_ready_since(admin_client: client.ApiClient, moment: datetime.datetime) -> bool | None:
+    """Every CoreDNS Pod turned Ready after ``moment`` (a status from before a restart would
+    still say Ready while the restarted node's CoreDNS is starting)."""
+    try:
+        pods = client.CoreV1Api(admin_client).list_namespaced_pod(
+            "kube-system", label_selector="k8s-app=kube-dns"
+        )
+    except (urllib3.exceptions.HTTPError, ApiException):  # the API server is starting
+        return None
+    ready = [
+        c.status == "True"
+        and c.last_transition_time is not None
+        and c.last_transition_time > moment
+        for p in pods.items
+        for c in (p.status.conditions or [] if p.status else [])
+        if c.type == "Ready"
+    ]
+    return (bool(ready) and all(ready)) or None
 
 
 def test_a_node_that_goes_down_is_named_and_restarted_nodes_route_again(
@@ -396,6 +418,7 @@ def test_a_node_that_goes_down_is_named_and_restarted_nodes_route_again(
     assert replicas.models(key).status == 200
     _reaches(admin_client, namespace, image, worker, replica_pod_ip())
 
+    restarted = datetime.datetime.now(datetime.UTC)
     kind_cluster.stop_node(control_plane)
     kind_cluster.start_node(control_plane)
 
@@ -413,5 +436,8 @@ def test_a_node_that_goes_down_is_named_and_restarted_nodes_route_again(
 
     wait_for(every_node_ready, timeout=240, what="the API server back and every node Ready")
     assert {node: kind_cluster.node_ip(node) for node in nodes} == addresses
+    wait_for(
+        lambda: _dns_ready_since(admin_client, restarted), timeout=180, what="CoreDNS restarted"
+    )
     replicas.ready(key)
     _reaches(admin_client, namespace, image, control_plane, replica_pod_ip())
