@@ -3,11 +3,13 @@
 # Kind's and the newest Pulumi CLI's is built first (the Makefile's prerequisite); KServe's (802 s
 # of CPU cold; 381 s beside the rest in a cold .ci/run on a fresh VM), the newest Pulumi CLI
 # (75 s of CPU on the Go build cache the other families leave, 391 s from an empty one), and
-# Kind's tools with what its cluster is made of (`python -m infercrane_dev.kind prepare`), then
-# build in the background, niced, while lint, the Go tests, every test not marked
+# Kind's tools with what its cluster is made of (`python -m infercrane_dev.kind prepare`; since
+# issue 50 also the runner image, about 25 s from a warm pip cache, and PostgreSQL's, about 3 s
+# once its 45 pinned .debs, about 40 MB, are fetched), then build in the background, niced, while lint, the Go tests, every test not marked
 # kserve_controller, kind or newest_cli (1290 s there; much of it waiting on API servers and Pods)
 # and the wheel on every supported Python (infercrane_dev/pythons.py, 293 s with a warm pip
-# cache) run; the tests that run KServe's controller (161 s), the Kind test and the
+# cache) run; the tests that run KServe's controller (161 s), the Kind test (its runner
+# scenarios about 70 s, its node restarts about 150 s) and the
 # engine-contract cases on the newest CLI run last, once those are ready (the first two may not
 # run beside the real node's scenarios: they share the machine's real-node lock). PYTEST_ARGS (a
 # selection) runs one pytest after the builds instead. Either way a failed build fails the run,
