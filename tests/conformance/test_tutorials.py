@@ -42,10 +42,15 @@ def test_the_first_two_tutorials_have_steps() -> None:
 @pytest.mark.parametrize("page", TUTORIALS, ids=lambda page: page.name)
 def test_a_tutorial_runs_as_written(page: Path) -> None:
     require_toolchain(TUTORIAL_BINARIES)
+    runs_as_written(page)
+
+
+def runs_as_written(page: Path) -> None:
+    """The page's steps in one bash process, as a person's shell: fails naming the step."""
     person = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_K8S_")}
     script = docsrun.tutorial_script(docsrun.blocks(page))
     # Its own process group, so that a run past its deadline is stopped with its children; a
-    # SIGTERM (not SIGKILL) lets the script's cleanup stop the control plane it started.
+    # SIGTERM (not SIGKILL) lets the script's cleanup stop the cluster it started.
     process = by_a_person(
         subprocess.Popen,
         ["bash", "-c", script],
