@@ -15,9 +15,7 @@ import argparse
 import importlib.metadata
 import json
 import os
-import signal
 import sys
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,22 +250,12 @@ def _policy_pack(command: argparse.ArgumentParser) -> None:
 def _every(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--every",
-        type=_seconds,
+        type=reconcile.period,
         metavar="SECONDS",
         help="keep applying the stack file: again as soon as it changes and at least every "
         "SECONDS, one result per run (with --json, one envelope per line), until SIGTERM, "
         "which ends the loop after the run in flight",
     )
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError("a number of seconds above 0")
-    return value
 
 
 def _key(required: bool) -> Flags:
@@ -397,13 +385,8 @@ def main(
     ctx = Context(connect, environ, stderr)
     if getattr(args, "every", None) is None:
         return _once(args, ctx, stdout)
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    return reconcile.repeat(
-        lambda: _once(args, ctx, stdout),
-        watched=_stack_file(args),
-        every=args.every,
-        stopping=stopping,
+    return reconcile.until_terminated(
+        lambda: _once(args, ctx, stdout), watched=_stack_file(args), every=args.every
     )
 
 

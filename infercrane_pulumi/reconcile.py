@@ -10,6 +10,8 @@ it is recovered by the next one, as any killed run).
 
 from __future__ import annotations
 
+import argparse
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -43,3 +45,21 @@ def repeat(
             if time.monotonic() - started >= every or _contents(watched) != seen:
                 break
     return code
+
+
+def until_terminated(run: Callable[[], int], *, watched: Path, every: float) -> int:
+    """:func:`repeat` until this process gets SIGTERM (its Pod stopping)."""
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    return repeat(run, watched=watched, every=every, stopping=stopping)
+
+
+def period(text: str) -> float:
+    """``--every``'s value: seconds above 0 (argparse's type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError("a number of seconds above 0")
+    return value
