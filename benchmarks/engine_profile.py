@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -57,6 +58,7 @@ class StepProfile:
     wall_s: float
     processes: int  # CLI processes the step started
     cpu_s: dict[str, float]  # per bucket, in BUCKETS' order, then OTHER
+    frames: dict[str, Counter[str]]  # per bucket: the matching frames' seconds
 
 
 def _wrapper(real: Path, out: Path) -> Path:
@@ -115,15 +117,23 @@ def _samples(cpu_profile: Path) -> list[tuple[float, list[str]]]:
     ]
 
 
-def attribute(samples: Sequence[tuple[float, list[str]]]) -> dict[str, float]:
+def attribute(
+    samples: Sequence[tuple[float, list[str]]],
+) -> tuple[dict[str, float], dict[str, Counter[str]]]:
+    """CPU seconds per bucket, and per bucket the seconds of each frame that matched it (the
+    one nearest the leaf: the most specific function of that kind)."""
     spent: dict[str, float] = dict.fromkeys([name for name, _ in BUCKETS] + [OTHER], 0.0)
+    frames: dict[str, Counter[str]] = {name: Counter() for name in spent}
     for seconds, stack in samples:
-        bucket = next(
-            (name for name, pattern in BUCKETS if any(re.search(pattern, f) for f in stack)),
-            OTHER,
-        )
+        bucket, frame = OTHER, stack[0] if stack else "?"
+        for name, pattern in BUCKETS:
+            matched = next((f for f in stack if re.search(pattern, f)), None)
+            if matched is not None:
+                bucket, frame = name, matched
+                break
         spent[bucket] += seconds
-    return {name: round(seconds, 2) for name, seconds in spent.items()}
+        frames[bucket][frame] += seconds
+    return {name: round(seconds, 2) for name, seconds in spent.items()}, frames
 
 
 def _step(profiles: Path, n: int, name: str, run: Callable[[], None]) -> StepProfile:
@@ -134,7 +144,8 @@ def _step(profiles: Path, n: int, name: str, run: Callable[[], None]) -> StepPro
     made = sorted(set(profiles.iterdir()) - before)
     cpu = [p for p in made if p.suffix == ".cpu"]
     samples = [s for profile in cpu for s in _samples(profile)]
-    return StepProfile(n, name, round(wall, 2), len(cpu), attribute(samples))
+    spent, frames = attribute(samples)
+    return StepProfile(n, name, round(wall, 2), len(cpu), spent, frames)
 
 
 def change_one(stack: NamespaceStack, n: int) -> None:
@@ -160,6 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         cells = [str(row.n), row.step, f"{row.wall_s} s", str(row.processes)]
         cells += [f"{row.cpu_s[name]} s" for name in names]
         print("| " + " | ".join(cells) + " |")
+    for row in rows:
+        print(f"\nN={row.n}, {row.step}: the functions each bucket's time was spent in")
+        for name in names:
+            top = ", ".join(f"{f} {t:.2f} s" for f, t in row.frames[name].most_common(3))
+            print(f"- {name}: {top}")
     return 0
 
 
