@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -58,7 +57,7 @@ class StepProfile:
     wall_s: float
     processes: int  # CLI processes the step started
     cpu_s: dict[str, float]  # per bucket, in BUCKETS' order, then OTHER
-    frames: dict[str, Counter[str]]  # per bucket: the matching frames' seconds
+    frames: dict[str, dict[str, float]]  # per bucket: the matching frames' seconds
 
 
 def _wrapper(real: Path, out: Path) -> Path:
@@ -119,11 +118,11 @@ def _samples(cpu_profile: Path) -> list[tuple[float, list[str]]]:
 
 def attribute(
     samples: Sequence[tuple[float, list[str]]],
-) -> tuple[dict[str, float], dict[str, Counter[str]]]:
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """CPU seconds per bucket, and per bucket the seconds of each frame that matched it (the
     one nearest the leaf: the most specific function of that kind)."""
     spent: dict[str, float] = dict.fromkeys([name for name, _ in BUCKETS] + [OTHER], 0.0)
-    frames: dict[str, Counter[str]] = {name: Counter() for name in spent}
+    frames: dict[str, dict[str, float]] = {name: {} for name in spent}
     for seconds, stack in samples:
         bucket, frame = OTHER, stack[0] if stack else "?"
         for name, pattern in BUCKETS:
@@ -132,7 +131,7 @@ def attribute(
                 bucket, frame = name, matched
                 break
         spent[bucket] += seconds
-        frames[bucket][frame] += seconds
+        frames[bucket][frame] = frames[bucket].get(frame, 0.0) + seconds
     return {name: round(seconds, 2) for name, seconds in spent.items()}, frames
 
 
@@ -174,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for row in rows:
         print(f"\nN={row.n}, {row.step}: the functions each bucket's time was spent in")
         for name in names:
-            top = ", ".join(f"{f} {t:.2f} s" for f, t in row.frames[name].most_common(3))
+            most = sorted(row.frames[name].items(), key=lambda item: -item[1])[:3]
+            top = ", ".join(f"{f} {t:.2f} s" for f, t in most)
             print(f"- {name}: {top}")
     return 0
 
