@@ -253,8 +253,8 @@ def _every(command: argparse.ArgumentParser) -> None:
         type=reconcile.period,
         metavar="SECONDS",
         help="keep applying the stack file: again as soon as it changes and at least every "
-        "SECONDS, one result per run (with --json, one envelope per line), until SIGTERM, "
-        "which ends the loop after the run in flight",
+        "SECONDS, one result per run (with --json, one envelope per line), until SIGTERM or "
+        "SIGINT, which end the loop after the run in flight",
     )
 
 

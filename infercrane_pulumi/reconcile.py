@@ -48,9 +48,11 @@ def repeat(
 
 
 def until_terminated(run: Callable[[], int], *, watched: Path, every: float) -> int:
-    """:func:`repeat` until this process gets SIGTERM (its Pod stopping)."""
+    """:func:`repeat` until this process gets SIGTERM (its Pod stopping) or SIGINT (Ctrl-C at a
+    terminal, which also reaches the engine of a run in flight, as it would without the loop)."""
     stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, lambda *_: stopping.set())
     return repeat(run, watched=watched, every=every, stopping=stopping)
 
 

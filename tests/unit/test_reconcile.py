@@ -3,9 +3,13 @@ ends it between runs, never in the middle of one."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from infercrane_pulumi import reconcile
 
@@ -66,3 +70,25 @@ def test_a_file_that_appears_or_goes_away_counts_as_a_change(tmp_path: Path) -> 
     reconcile.repeat(run, watched=watched, every=60, stopping=stopping, poll=0.01)
 
     assert len(started) == 3 and started[-1] - started[0] < 5
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_ends_the_loop_after_the_run_in_flight(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """A Pod's SIGTERM, or Ctrl-C at a terminal: the run finishes, no other starts, and no
+    KeyboardInterrupt escapes the loop."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    runs: list[int] = []
+
+    def run() -> int:
+        os.kill(os.getpid(), stop)
+        runs.append(0)
+        return 0
+
+    try:
+        code = reconcile.until_terminated(run, watched=tmp_path / "Pulumi.s.yaml", every=0.01)
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
+    assert (code, runs) == (0, [0])
