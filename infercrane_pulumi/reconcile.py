@@ -2,10 +2,11 @@
 
 A run starts as soon as the file's bytes change (a ConfigMap the kubelet updated, a control
 plane's write) and at least every ``every`` seconds, so that what a killed run of another
-replica left is taken over within one period. Runs never overlap: two replicas of the runner on
-one state backend take turns through the stack's lease. A stop request ends the loop between
-runs; a run in flight finishes first (the Pod's grace period bounds it, and a run killed past
-it is recovered by the next one, as any killed run).
+replica left is taken over within one period even by a replica that was not waiting on the
+stack's lease. Runs never overlap: two replicas of the runner on one state backend take turns
+through that lease. A stop request ends the loop between runs; a run in flight finishes first
+(the Pod's grace period bounds it, and a run killed past it is recovered by the next one, as
+any killed run).
 """
 
 from __future__ import annotations

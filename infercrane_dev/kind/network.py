@@ -8,7 +8,7 @@ that node's address on Docker's network. The routes are a systemd unit of the no
 (:func:`routes_unit`), started at once and at every start of the node container: a node's
 network namespace is new each time it starts (``docker stop``/``start``), and its routes go with
 the old one. A Kind cluster here never gains a node after ``up``, and a restarted node keeps its
-address on Docker's network (the lowest free one, its own), so nothing needs to watch nodes as
+address on Docker's network (``test_kind`` checks it), so nothing needs to watch nodes as
 kindnetd does.
 
 No masquerade: Pods only talk to Pods, nodes and the API server (all on the nodes' network), and

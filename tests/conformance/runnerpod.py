@@ -2,10 +2,10 @@
 at it from outside: its log of JSON envelopes, and a command run in its container.
 
 The Deployment is the shipped one with only what a cluster of the suite needs changed: the
-image built from this checkout, one replica, the state on a file backend in the Pod's ``/tmp``
-(no PostgreSQL runs in the cluster here; the state dies with the Pod), a toleration of the GPU
-workers' taint (a Kind cluster has no other schedulable node), and a period longer than any
-scenario, so that runs start only when the stack file changes.
+image built from this checkout, a toleration of the GPU workers' taint (a Kind cluster has no
+other schedulable node), and by default one replica, the state on a file backend in the Pod's
+``/tmp`` (the state dies with the Pod) and a period longer than any scenario, so that runs
+start only when the stack file changes (``Runner``'s fields change those three).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import yaml
 from kubernetes import client
 
 from infercrane_dev import DEPLOY_DIR
+from infercrane_dev.localcluster.nodepools import GPU_TAINT
 from infercrane_pulumi.intents import IN_CLUSTER_CONTEXT
 from tests.conformance.harness import wait_for
 
@@ -29,7 +30,8 @@ NAME = "infercrane-runner"
 PROJECT_DIR = "/etc/infercrane"
 STATE_URL = "file:///tmp/state"
 PERIOD_SECONDS = "3600"
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# Kind's GPU workers are its only schedulable nodes: their taint, tolerated.
+GPU_TOLERATION = {"key": GPU_TAINT["key"], "operator": "Exists", "effect": GPU_TAINT["effect"]}
 
 
 def shipped(kind: str) -> dict[str, Any]:

@@ -18,13 +18,13 @@ from kubernetes import client
 
 from infercrane_dev.images.postgres import BIN, DATA
 from tests.conformance.harness import wait_for
+from tests.conformance.runnerpod import GPU_TOLERATION
 
 NAME = "infercrane-state"
 USER = "infercrane"
 DATABASE = "postgres"
 PORT = 5432
 _PGDATA = f"{DATA}/data/pgdata"
-_GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 _HARDENED = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -62,7 +62,7 @@ def _deployment(namespace: str, image: str) -> dict[str, Any]:
                 "metadata": {"labels": labels},
                 "spec": {
                     "automountServiceAccountToken": False,
-                    "tolerations": [_GPU_TOLERATION],
+                    "tolerations": [GPU_TOLERATION],
                     "securityContext": {"runAsNonRoot": True, "fsGroup": 65532},
                     "initContainers": [
                         {

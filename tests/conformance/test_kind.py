@@ -151,6 +151,18 @@ print(json.dumps(None if error is None else error.to_record()))
 """
 
 
+def _applied_keys(admin_client: client.ApiClient, namespace: str) -> list[str]:
+    """The external keys of the Deployments InferCrane owns in ``namespace``, read as admin."""
+    found = client.AppsV1Api(admin_client).list_namespaced_deployment(
+        namespace, label_selector=naming.OWNED_SELECTOR
+    )
+    return sorted(
+        (d.metadata.annotations or {})[naming.ANNOTATION_EXTERNAL_KEY]
+        for d in found.items
+        if d.metadata
+    )
+
+
 def _changes(envelope: dict[str, Any]) -> list[tuple[str, str]]:
     assert envelope["ok"], envelope
     return sorted((r["externalKey"], r["change"]) for r in envelope["result"]["replicas"])
@@ -184,24 +196,15 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
         lambda: runner.states() == dict.fromkeys(keys, "ready"),
         "both replicas ready, as the runner observes them",
     )
-    apps = client.AppsV1Api(admin_client)
-
-    def replicas_left() -> list[str]:
-        found = apps.list_namespaced_deployment(namespace, label_selector=naming.OWNED_SELECTOR)
-        return sorted(
-            (d.metadata.annotations or {})[naming.ANNOTATION_EXTERNAL_KEY]
-            for d in found.items
-            if d.metadata
-        )
 
     # The control plane drops one intent: the next run deletes exactly that replica.
     runner.write(stack_document(namespace, intents[:1], **settings))
     assert _changes(runner.run_after(1)) == [("runner-r0", "same"), ("runner-r1", "delete")]
-    assert replicas_left() == ["runner-r0"]
+    assert _applied_keys(admin_client, namespace) == ["runner-r0"]
 
     done = runner.cli("destroy")
     assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stdout + done.stderr
-    assert replicas_left() == []
+    assert _applied_keys(admin_client, namespace) == []
 
     # Another namespace: the run is refused before it applies anything, permanent.
     elsewhere = stack_document("default", intents, **settings)
@@ -213,9 +216,7 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
         "cluster-forbidden",
         False,
     )
-    assert (
-        apps.list_namespaced_deployment("default", label_selector=naming.OWNED_SELECTOR).items == []
-    )
+    assert _applied_keys(admin_client, "default") == []
     # A Secret in its own namespace: the Role grants none.
     probe = runner.exec("python3", "-c", SECRET_PROBE, f"{PROJECT_DIR}/stacks/{runner.key()}")
     read = json.loads(probe.stdout)
@@ -297,11 +298,7 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     assert {k for k, _ in _changes(converged)} == {"pair-r0", "pair-r1"}
     took = time.monotonic() - killed
     show(pytestconfig, f"runner {victim} killed mid-run; {survivor} converged {took:.1f}s after")
-    apps = client.AppsV1Api(admin_client)
-    owned = apps.list_namespaced_deployment(namespace, label_selector=naming.OWNED_SELECTOR).items
-    assert sorted(
-        (d.metadata.annotations or {})[naming.ANNOTATION_EXTERNAL_KEY] for d in owned if d.metadata
-    ) == ["pair-r0", "pair-r1"]
+    assert _applied_keys(admin_client, namespace) == ["pair-r0", "pair-r1"]
 
 
 # -- a node that goes down, and nodes that restart (last: it restarts the cluster's nodes) -------
