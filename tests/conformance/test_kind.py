@@ -223,6 +223,11 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
     assert (read["code"], read["retryable"]) == ("cluster-forbidden", False), probe.stderr
 
 
+# The stand-in's model load of the replica added mid-scenario: the run that creates it waits this
+# long for it to be ready (a run with nothing to wait for can end between two reads of the log).
+LOAD_ARGS = ["--standin-load-seconds", "20"]
+
+
 def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_mid_run(
     kind_cluster: KindRuntime,
     tenant: Tenant,
@@ -263,41 +268,53 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     seen = {pod: runner.run_after(0, pod=pod) for pod in pods}
     assert sorted(_changes(e)[0][1] for e in seen.values()) == ["create", "same"]
     counts = {pod: len(runner.envelopes(pod)) for pod in pods}
-    runner.write(
-        stack_document(namespace, [*first, replica("pair-r1", gpu=real_node.product)], **settings)
+    # The new replica's model loads for 20 s (LOAD_ARGS), and the run waits for it to be ready: a
+    # window in which the run is surely in flight, however fast the rest of the run is.
+    added = replica("pair-r1", gpu=real_node.product, runtimeArgs=LOAD_ARGS)
+    runner.write(stack_document(namespace, [*first, added], **settings))
+
+    def stepping(pod: str, *ops: str) -> bool:
+        """``pod``'s runner is in a run with a step of pair-r1 (of ``ops``, default any): the
+        step seen after its last envelope."""
+        records = runner.records(pod)
+        last = max((i for i, r in enumerate(records) if "command" in r), default=-1)
+        return any(
+            (r.get("type"), r.get("externalKey")) == ("step", "pair-r1")
+            and (not ops or r.get("op") in ops)
+            for r in records[last + 1 :]
+        )
+
+    victim = wait_for(
+        lambda: next((pod for pod in pods if stepping(pod, "create")), None),
+        timeout=120,
+        what="a runner's run of the new file in flight",
     )
-
-    def in_flight() -> str | None:
-        """The runner creating pair-r1 now: its step seen after its last envelope."""
-        for pod in pods:
-            records = runner.records(pod)
-            last = max((i for i, r in enumerate(records) if "command" in r), default=-1)
-            if any(
-                (r.get("type"), r.get("op"), r.get("externalKey")) == ("step", "create", "pair-r1")
-                for r in records[last + 1 :]
-            ):
-                return pod
-        return None
-
-    victim = wait_for(in_flight, timeout=120, what="a runner's run of the new file in flight")
     client.CoreV1Api(admin_client).delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
     killed = time.monotonic()
     [survivor] = [pod for pod in pods if pod != victim]
-    converged = wait_for(
-        lambda: next(
+    took_over: list[float] = []  # when the survivor's run of pair-r1 was first seen, if it was
+
+    def converged() -> dict[str, Any] | None:
+        if not took_over and stepping(survivor):
+            took_over.append(time.monotonic() - killed)
+        return next(
             (
                 e
                 for e in runner.envelopes(survivor)[counts[survivor] :]
                 if e["ok"] and len(e["result"]["replicas"]) == 2
             ),
             None,
-        ),
-        timeout=360,
-        what="the surviving runner's run of the new file",
-    )
-    assert {k for k, _ in _changes(converged)} == {"pair-r0", "pair-r1"}
+        )
+
+    run = wait_for(converged, timeout=360, what="the surviving runner's run of the new file")
+    assert {k for k, _ in _changes(run)} == {"pair-r0", "pair-r1"}
     took = time.monotonic() - killed
-    show(pytestconfig, f"runner {victim} killed mid-run; {survivor} converged {took:.1f}s after")
+    show(
+        pytestconfig,
+        f"runner {victim} killed mid-run; {survivor} took over "
+        + (f"{took_over[0]:.1f}s after, " if took_over else "(its steps unseen), ")
+        + f"converged {took:.1f}s after (the new model loads for {LOAD_ARGS[1]}s)",
+    )
     assert _applied_keys(admin_client, namespace) == ["pair-r0", "pair-r1"]
 
 
