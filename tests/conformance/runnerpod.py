@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,12 +158,17 @@ class Runner:
     def exec(self, *argv: str) -> subprocess.CompletedProcess[str]:
         """``argv`` in the runner container, with its environment (its identity, its state)."""
         return subprocess.run(
-            [*self.kubectl, "-n", self.namespace, "exec", self.pod(), "-c", "runner", "--", *argv],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
+            self._in(self.pod(), argv), capture_output=True, text=True, check=False, timeout=300
         )
+
+    def spawn(self, pod: str, *argv: str) -> subprocess.Popen[str]:
+        """``argv`` in ``pod``'s runner container, left running; its output read as it comes."""
+        return subprocess.Popen(
+            self._in(pod, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    def _in(self, pod: str, argv: Sequence[str]) -> list[str]:
+        return [*self.kubectl, "-n", self.namespace, "exec", pod, "-c", "runner", "--", *argv]
 
     def cli(self, command: str, *, stack: str = "") -> subprocess.CompletedProcess[str]:
         """``infercrane-pulumi <command> --json`` of ``stack`` (default: the runner's own), in

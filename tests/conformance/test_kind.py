@@ -163,6 +163,16 @@ def _applied_keys(admin_client: client.ApiClient, namespace: str) -> list[str]:
     )
 
 
+def _in_flight(records: list[dict[str, Any]], key: str) -> set[str]:
+    """The ops of ``key``'s steps in the run in flight (after the last envelope)."""
+    last = max((i for i, r in enumerate(records) if "command" in r), default=-1)
+    return {
+        r["op"]
+        for r in records[last + 1 :]
+        if (r.get("type"), r.get("externalKey")) == ("step", key)
+    }
+
+
 def _changes(envelope: dict[str, Any]) -> list[tuple[str, str]]:
     assert envelope["ok"], envelope
     return sorted((r["externalKey"], r["change"]) for r in envelope["result"]["replicas"])
@@ -223,9 +233,40 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
     assert (read["code"], read["retryable"]) == ("cluster-forbidden", False), probe.stderr
 
 
-# The stand-in's model load of the replica added mid-scenario: the run that creates it waits this
-# long for it to be ready (a run with nothing to wait for can end between two reads of the log).
-LOAD_ARGS = ["--standin-load-seconds", "20"]
+# Run in each runner's container before the stack file gains a key: once the key's Deployment
+# exists, SIGSTOP every process of the engine run in flight in this container (PID 1's
+# descendants, while the plugin runs: only the lease's holder runs an engine), and print their
+# pids. So the run is frozen between its first object and its end, however fast the rest of it.
+FREEZE = """
+import json, os, signal, sys, time
+from pathlib import Path
+from infercrane_pulumi import config_files, kubeconfigs
+from infercrane_pulumi.cluster import client
+settings = config_files.load_stack_file(Path(sys.argv[1])).kubernetes
+cluster = client.connect(kubeconfigs.resolved(settings, None))
+path = f"/apis/apps/v1/namespaces/{settings.namespace}/deployments/{sys.argv[2]}"
+print("watching", flush=True)
+deadline = time.monotonic() + 240
+while cluster.transport.request("GET", path).status == 404 and time.monotonic() < deadline:
+    time.sleep(0.05)
+children = {}
+for entry in Path("/proc").iterdir():
+    try:
+        stat, exe = (entry / "stat").read_text(), os.readlink(entry / "exe")
+    except (OSError, ValueError):
+        continue
+    parent = int(stat.rsplit(")", 1)[1].split()[1])
+    children.setdefault(parent, []).append((int(entry.name), exe))
+run, todo = [], [1]
+while todo:
+    for pid, exe in children.get(todo.pop(), []):
+        run.append((pid, exe))
+        todo.append(pid)
+engine = any(exe.endswith("/pulumi-resource-kubernetes") for _, exe in run)
+for pid, _ in run if engine else []:
+    os.kill(pid, signal.SIGSTOP)
+print(json.dumps([pid for pid, _ in run] if engine else []), flush=True)
+"""
 
 
 def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_mid_run(
@@ -236,9 +277,9 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     pytestconfig: pytest.Config,
 ) -> None:
     """The shipped Deployment's two replicas, their state and leases on PostgreSQL running as a
-    Pod beside them. The stack file gains a key; the Pod whose run is creating it (the step
-    seen in its progress, its envelope not) is deleted with a grace period of 0. The other
-    runner, waiting on the lease, takes the stack over and converges: each key once.
+    Pod beside them. The stack file gains a key; the Pod whose run created its Deployment is
+    frozen there (its step printed, its envelope not), then deleted with a grace period of 0.
+    The other runner, waiting on the lease, takes the stack over and converges: each key once.
     (The namespace's deletion removes the rest; the module's leftover check proves it.)"""
     namespace = tenant.namespace
     admin_client, ledger = backend.admin, backend.ledger
@@ -268,34 +309,31 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     seen = {pod: runner.run_after(0, pod=pod) for pod in pods}
     assert sorted(_changes(e)[0][1] for e in seen.values()) == ["create", "same"]
     counts = {pod: len(runner.envelopes(pod)) for pod in pods}
-    # The new replica's model loads for 20 s (LOAD_ARGS), and the run waits for it to be ready: a
-    # window in which the run is surely in flight, however fast the rest of the run is.
-    added = replica("pair-r1", gpu=real_node.product, runtimeArgs=LOAD_ARGS)
-    runner.write(stack_document(namespace, [*first, added], **settings))
-
-    def stepping(pod: str, *ops: str) -> bool:
-        """``pod``'s runner is in a run with a step of pair-r1 (of ``ops``, default any): the
-        step seen after its last envelope."""
-        records = runner.records(pod)
-        last = max((i for i, r in enumerate(records) if "command" in r), default=-1)
-        return any(
-            (r.get("type"), r.get("externalKey")) == ("step", "pair-r1")
-            and (not ops or r.get("op") in ops)
-            for r in records[last + 1 :]
+    added = naming.object_name("pair-r1")
+    freezers = {
+        pod: runner.spawn(
+            pod, "python3", "-c", FREEZE, f"{PROJECT_DIR}/stacks/{runner.key()}", added
         )
-
-    victim = wait_for(
-        lambda: next((pod for pod in pods if stepping(pod, "create")), None),
-        timeout=120,
-        what="a runner's run of the new file in flight",
+        for pod in pods
+    }
+    for freezer in freezers.values():
+        assert freezer.stdout is not None and freezer.stdout.readline() == "watching\n"
+    runner.write(
+        stack_document(namespace, [*first, replica("pair-r1", gpu=real_node.product)], **settings)
     )
+    frozen = {pod: json.loads(f.communicate(timeout=300)[0]) for pod, f in freezers.items()}
+    victims = [pod for pod, pids in frozen.items() if pids]
+    assert len(victims) == 1, f"one runner's engine frozen at pair-r1's creation: {frozen}"
+    [victim] = victims
+    # Frozen mid-run: the run's step of the new key printed, its envelope not yet.
+    assert "create" in _in_flight(runner.records(victim), "pair-r1"), "frozen after the run"
     client.CoreV1Api(admin_client).delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
     killed = time.monotonic()
     [survivor] = [pod for pod in pods if pod != victim]
     took_over: list[float] = []  # when the survivor's run of pair-r1 was first seen, if it was
 
     def converged() -> dict[str, Any] | None:
-        if not took_over and stepping(survivor):
+        if not took_over and _in_flight(runner.records(survivor), "pair-r1"):
             took_over.append(time.monotonic() - killed)
         return next(
             (
@@ -313,7 +351,7 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
         pytestconfig,
         f"runner {victim} killed mid-run; {survivor} took over "
         + (f"{took_over[0]:.1f}s after, " if took_over else "(its steps unseen), ")
-        + f"converged {took:.1f}s after (the new model loads for {LOAD_ARGS[1]}s)",
+        + f"converged {took:.1f}s after",
     )
     assert _applied_keys(admin_client, namespace) == ["pair-r0", "pair-r1"]
 
