@@ -5,7 +5,8 @@ The Deployment is the shipped one with only what a cluster of the suite needs ch
 image built from this checkout, a toleration of the GPU workers' taint (a Kind cluster has no
 other schedulable node), and by default one replica, the state on a file backend in the Pod's
 ``/tmp`` (the state dies with the Pod) and a period longer than any scenario, so that runs
-start only when the stack file changes (``Runner``'s fields change those three).
+start only when the stack file changes (``Runner``'s fields change those three, and the life
+of the projected token).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kubernetes import client
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster.nodepools import GPU_TAINT
 from infercrane_pulumi.intents import IN_CLUSTER_CONTEXT
+from infercrane_pulumi.kubeconfigs import SERVICE_ACCOUNT_DIR
 from tests.conformance.harness import wait_for
 
 RUNNER_FILE = DEPLOY_DIR / "runner" / "runner.yaml"
@@ -40,7 +42,13 @@ def shipped(kind: str) -> dict[str, Any]:
 
 
 def deployment(
-    namespace: str, image: str, *, replicas: int, every: str, events: bool
+    namespace: str,
+    image: str,
+    *,
+    replicas: int,
+    every: str,
+    events: bool,
+    token_seconds: int | None = None,
 ) -> dict[str, Any]:
     made = shipped("Deployment")
     made["metadata"]["namespace"] = namespace
@@ -55,6 +63,19 @@ def deployment(
     args[args.index("--every") + 1] = every
     if events:  # progress on stderr, so that a test sees a run in flight
         args.append("--events")
+    if token_seconds is not None:  # the automounted volume, with the token's life shortened
+        pod["automountServiceAccountToken"] = False
+        token = {"path": "token", "expirationSeconds": token_seconds}
+        root_ca = {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+        named = {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}
+        sources = [
+            {"serviceAccountToken": token},
+            {"configMap": root_ca},
+            {"downwardAPI": {"items": [named]}},
+        ]
+        pod["volumes"].append({"name": "token", "projected": {"sources": sources}})
+        mount = {"name": "token", "mountPath": str(SERVICE_ACCOUNT_DIR), "readOnly": True}
+        runner["volumeMounts"].append(mount)
     return made
 
 
@@ -75,6 +96,7 @@ class Runner:
     every: str = PERIOD_SECONDS
     events: bool = False
     state_url: str = STATE_URL
+    token_seconds: int | None = None  # the projected token's life (None: the automounted one)
 
     def key(self, stack: str = "") -> str:
         """The ConfigMap's key (the file's name) of ``stack``, by default the runner's own."""
@@ -99,13 +121,22 @@ class Runner:
         )
         placed = {"namespace": self.namespace, "labels": dict(labels)}
         made: Any = deployment(
-            self.namespace, image, replicas=self.replicas, every=self.every, events=self.events
+            self.namespace,
+            image,
+            replicas=self.replicas,
+            every=self.every,
+            events=self.events,
+            token_seconds=self.token_seconds,
         )
         made["metadata"] |= placed
         client.AppsV1Api(self.api).create_namespaced_deployment(self.namespace, made)
         budget: Any = shipped("PodDisruptionBudget")
         budget["metadata"] |= placed
         client.PolicyV1Api(self.api).create_namespaced_pod_disruption_budget(self.namespace, budget)
+
+    def stop(self) -> None:
+        """No more runs: the Deployment deleted (its Pods go with it)."""
+        client.AppsV1Api(self.api).delete_namespaced_deployment(NAME, self.namespace)
 
     def write(self, document: str, *, stack: str = "") -> None:
         """The control plane's edit of a stack file in the runner's ConfigMap, waited for

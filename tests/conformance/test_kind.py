@@ -44,6 +44,7 @@ from infercrane_dev.tests import hostsnapshot
 from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi import naming
 from infercrane_pulumi.cluster.observe import ReplicaObservation
+from infercrane_pulumi.kubeconfigs import SERVICE_ACCOUNT_DIR
 from tests.conformance import test_lifecycle as lifecycle
 from tests.conformance import test_ownership as ownership
 from tests.conformance import test_real_node as real_node_scenarios
@@ -163,6 +164,12 @@ def _applied_keys(admin_client: client.ApiClient, namespace: str) -> list[str]:
     )
 
 
+def _kubectl(kind_cluster: KindRuntime) -> list[str]:
+    """kubectl as the cluster's admin."""
+    config = ("--kubeconfig", str(kind_cluster.kubeconfig), "--context", kind_cluster.context)
+    return [str(find_binary("kubectl")), *config]
+
+
 def _in_flight(records: list[dict[str, Any]], key: str) -> set[str]:
     """The ops of ``key``'s steps in the run in flight (after the last envelope)."""
     last = max((i for i, r in enumerate(records) if "command" in r), default=-1)
@@ -190,8 +197,7 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
     removed by editing the stack file, then ``destroy``; and what the Role does not grant,
     refused by the API server and reported typed."""
     namespace = observing_tenant.namespace
-    kubectl = [str(find_binary("kubectl")), "--kubeconfig", str(kind_cluster.kubeconfig)]
-    runner = Runner(admin_client, namespace, [*kubectl, "--context", kind_cluster.context])
+    runner = Runner(admin_client, namespace, _kubectl(kind_cluster))
     settings = real_node.settings()
     keys = ["runner-r0", "runner-r1"]
     intents = [replica(key, gpu=real_node.product) for key in keys]
@@ -250,10 +256,10 @@ deadline = time.monotonic() + 240
 while cluster.transport.request("GET", path).status == 404 and time.monotonic() < deadline:
     time.sleep(0.05)
 children = {}
-for entry in Path("/proc").iterdir():
+for entry in (e for e in Path("/proc").iterdir() if e.name.isdecimal()):
     try:
         stat, exe = (entry / "stat").read_text(), os.readlink(entry / "exe")
-    except (OSError, ValueError):
+    except OSError:  # gone since, or not ours to read
         continue
     parent = int(stat.rsplit(")", 1)[1].split()[1])
     children.setdefault(parent, []).append((int(entry.name), exe))
@@ -285,11 +291,10 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     admin_client, ledger = backend.admin, backend.ledger
     state = StatePod(admin_client, namespace)
     state.start(kind_cluster.images["postgres"], ledger.labels)
-    kubectl = [str(find_binary("kubectl")), "--kubeconfig", str(kind_cluster.kubeconfig)]
     runner = Runner(
         admin_client,
         namespace,
-        [*kubectl, "--context", kind_cluster.context],
+        _kubectl(kind_cluster),
         replicas=2,
         every="30",
         events=True,
@@ -321,7 +326,9 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     runner.write(
         stack_document(namespace, [*first, replica("pair-r1", gpu=real_node.product)], **settings)
     )
-    frozen = {pod: json.loads(f.communicate(timeout=300)[0]) for pod, f in freezers.items()}
+    answers = {pod: f.communicate(timeout=300) for pod, f in freezers.items()}
+    assert all(f.returncode == 0 for f in freezers.values()), answers
+    frozen = {pod: json.loads(out) for pod, (out, _) in answers.items()}
     victims = [pod for pod, pids in frozen.items() if pids]
     assert len(victims) == 1, f"one runner's engine frozen at pair-r1's creation: {frozen}"
     [victim] = victims
@@ -354,6 +361,98 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
         + f"converged {took:.1f}s after",
     )
     assert _applied_keys(admin_client, namespace) == ["pair-r0", "pair-r1"]
+
+
+# -- the projected token's rotation, over the module's other scenarios ------------------------
+
+# Kubernetes issues no projected token for less than 10 minutes, and the kubelet writes a new
+# one at 80% of a token's life: two rotations take about 16 minutes. The runner that waits for
+# them starts with the module (an autouse fixture), so that the scenarios above run meanwhile.
+TOKEN_SECONDS = 600
+# Run in the runner's container: the times of the token its file holds now (not the token).
+TOKEN_TIMES = f"""
+import base64, json
+payload = open("{SERVICE_ACCOUNT_DIR / "token"}").read().split(".")[1]
+claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+print(json.dumps([claims["iat"], claims["exp"]]))
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def rotating(
+    kind_cluster: KindRuntime, backend: Backend, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Runner]:
+    """The runner in a namespace of its own, its token projected for ``TOKEN_SECONDS``, one
+    intent that never schedules (it takes no GPU of the other scenarios), a run every 20 s."""
+    namespace = backend.tenant(tmp_path_factory.mktemp("rotation")).namespace
+    runner = Runner(
+        backend.admin, namespace, _kubectl(kind_cluster), every="20", token_seconds=TOKEN_SECONDS
+    )
+    runner.start(
+        kind_cluster.images["runner"],
+        stack_document(namespace, [replica("rotation-r0")]),
+        passphrase=secrets.token_hex(16),
+        labels=backend.ledger.labels,
+    )
+    try:
+        yield runner
+    finally:
+        backend.ledger.delete_namespace(namespace)
+
+
+def _changed_run(runner: Runner, seen: int) -> dict[str, Any] | None:
+    """The first envelope after the ``seen`` first ones of a run that changed something."""
+    return next(
+        (e for e in runner.envelopes()[seen:] if {c for _, c in _changes(e)} != {"same"}), None
+    )
+
+
+@pytest.mark.timeout(2 * TOKEN_SECONDS + 300)
+def test_the_runner_runs_on_across_two_rotations_of_its_projected_token(
+    rotating: Runner, pytestconfig: pytest.Config
+) -> None:
+    """The runner's long-lived loop, with a token of 10 minutes: every run ok while the kubelet
+    rotates the token twice, runs after the first token expired included (each run reads the
+    file again). After each rotation the stack file changes, so that the engine's plugin
+    applies an update with the new token too."""
+    runner = rotating
+
+    def times() -> tuple[int, int]:
+        read = runner.exec("python3", "-c", TOKEN_TIMES)
+        assert read.returncode == 0, read.stderr
+        issued, expires = json.loads(read.stdout)
+        return issued, expires
+
+    def rotated() -> tuple[int, int] | None:
+        now = times()
+        return now if now != tokens[-1] else None
+
+    first = times()
+    tokens = [first]
+    for revision in (1, 2):
+        tokens.append(
+            wait_for(rotated, timeout=TOKEN_SECONDS, what=f"rotation {revision} of the token")
+        )
+        changed = replica("rotation-r0", runtimeArgs=[f"--max-num-seqs={revision}"])
+        seen = len(runner.envelopes())
+        runner.write(stack_document(runner.namespace, [changed]))
+        applied = wait_for(
+            functools.partial(_changed_run, runner, seen),
+            timeout=120,
+            what=f"the run of stack file revision {revision}",
+        )
+        assert _changes(applied) == [("rotation-r0", "update")]
+    runner.run_after(len(runner.envelopes()))  # one more run, with the third token
+    envelopes = runner.envelopes()
+    assert [e for e in envelopes if not e["ok"]] == []
+    assert time.time() > first[1], "the series ended before the first token expired"
+    issued = ", ".join(f"+{iat - first[0]}s" for iat, _ in tokens)
+    show(
+        pytestconfig,
+        f"{len(envelopes)} runs, every one ok, over tokens issued at {issued} (the first "
+        f"expired at +{first[1] - first[0]}s)",
+    )
+    runner.stop()
 
 
 # -- a node that goes down, and nodes that restart (last: it restarts the cluster's nodes) -------
