@@ -253,25 +253,27 @@ cluster = client.connect(kubeconfigs.resolved(settings, None))
 path = f"/apis/apps/v1/namespaces/{settings.namespace}/deployments/{sys.argv[2]}"
 print("watching", flush=True)
 deadline = time.monotonic() + 240
-while cluster.transport.request("GET", path).status == 404 and time.monotonic() < deadline:
+while (status := cluster.transport.request("GET", path).status) == 404:
+    if time.monotonic() > deadline:
+        break
     time.sleep(0.05)
 children = {}
 for entry in (e for e in Path("/proc").iterdir() if e.name.isdecimal()):
     try:
-        stat, exe = (entry / "stat").read_text(), os.readlink(entry / "exe")
-    except OSError:  # gone since, or not ours to read
+        stat, argv = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
+    except OSError:  # gone since
         continue
     parent = int(stat.rsplit(")", 1)[1].split()[1])
-    children.setdefault(parent, []).append((int(entry.name), exe))
+    children.setdefault(parent, []).append((int(entry.name), argv.split(b"\\0")[0].decode()))
 run, todo = [], [1]
 while todo:
-    for pid, exe in children.get(todo.pop(), []):
-        run.append((pid, exe))
+    for pid, command in children.get(todo.pop(), []):
+        run.append((pid, command))
         todo.append(pid)
-engine = any(exe.endswith("/pulumi-resource-kubernetes") for _, exe in run)
+engine = any(command.endswith("/pulumi-resource-kubernetes") for _, command in run)
 for pid, _ in run if engine else []:
     os.kill(pid, signal.SIGSTOP)
-print(json.dumps([pid for pid, _ in run] if engine else []), flush=True)
+print(json.dumps({"status": status, "run": run, "stopped": engine}), flush=True)
 """
 
 
@@ -329,7 +331,7 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     answers = {pod: f.communicate(timeout=300) for pod, f in freezers.items()}
     assert all(f.returncode == 0 for f in freezers.values()), answers
     frozen = {pod: json.loads(out) for pod, (out, _) in answers.items()}
-    victims = [pod for pod, pids in frozen.items() if pids]
+    victims = [pod for pod, seen in frozen.items() if seen["stopped"]]
     assert len(victims) == 1, f"one runner's engine frozen at pair-r1's creation: {frozen}"
     [victim] = victims
     # Frozen mid-run: the run's step of the new key printed, its envelope not yet.
