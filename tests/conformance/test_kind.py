@@ -379,7 +379,10 @@ print(json.dumps([claims["iat"], claims["exp"]]))
 
 @pytest.fixture(scope="module", autouse=True)
 def rotating(
-    kind_cluster: KindRuntime, backend: Backend, tmp_path_factory: pytest.TempPathFactory
+    kind_cluster: KindRuntime,
+    backend: Backend,
+    real_node: RealNode,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Runner]:
     """The runner in a namespace of its own, its token projected for ``TOKEN_SECONDS``, one
     intent that never schedules (it takes no GPU of the other scenarios), a run every 20 s."""
@@ -389,7 +392,7 @@ def rotating(
     )
     runner.start(
         kind_cluster.images["runner"],
-        stack_document(namespace, [replica("rotation-r0")]),
+        stack_document(namespace, [replica("rotation-r0")], **real_node.settings()),
         passphrase=secrets.token_hex(16),
         labels=backend.ledger.labels,
     )
@@ -408,13 +411,13 @@ def _changed_run(runner: Runner, seen: int) -> dict[str, Any] | None:
 
 @pytest.mark.timeout(2 * TOKEN_SECONDS + 300)
 def test_the_runner_runs_on_across_two_rotations_of_its_projected_token(
-    rotating: Runner, pytestconfig: pytest.Config
+    rotating: Runner, real_node: RealNode, pytestconfig: pytest.Config
 ) -> None:
     """The runner's long-lived loop, with a token of 10 minutes: every run ok while the kubelet
     rotates the token twice, runs after the first token expired included (each run reads the
     file again). After each rotation the stack file changes, so that the engine's plugin
     applies an update with the new token too."""
-    runner = rotating
+    runner, settings = rotating, real_node.settings()
 
     def times() -> tuple[int, int]:
         read = runner.exec("python3", "-c", TOKEN_TIMES)
@@ -426,6 +429,9 @@ def test_the_runner_runs_on_across_two_rotations_of_its_projected_token(
         now = times()
         return now if now != tokens[-1] else None
 
+    # The runs so far, while the module's other scenarios ran: every one ok, the first a create.
+    assert _changes(runner.envelopes()[0]) == [("rotation-r0", "create")]
+    assert [e for e in runner.envelopes() if not e["ok"]] == []
     first = times()
     tokens = [first]
     for revision in (1, 2):
@@ -434,7 +440,7 @@ def test_the_runner_runs_on_across_two_rotations_of_its_projected_token(
         )
         changed = replica("rotation-r0", runtimeArgs=[f"--max-num-seqs={revision}"])
         seen = len(runner.envelopes())
-        runner.write(stack_document(runner.namespace, [changed]))
+        runner.write(stack_document(runner.namespace, [changed], **settings))
         applied = wait_for(
             functools.partial(_changed_run, runner, seen),
             timeout=120,
