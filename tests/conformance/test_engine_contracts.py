@@ -113,6 +113,24 @@ def test_a_noop_is_read_from_the_checkpoint_the_cli_wrote_and_starts_no_cli(
     stack.destroy()
 
 
+@pytest.mark.parametrize("harness", ENGINE_CLIS, indirect=True)
+def test_a_served_run_s_resources_are_kept_without_a_stack_trace(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Row 13: a resource registered with an empty stack trace (``serving``) is kept in the
+    checkpoint with none, nor a source position: 7.4 KB less state per intent."""
+    stack = harness.namespace_stack(tmp_path / "workspace")
+    stack.ensure([intent("trace-a")])
+    assert harness.env.state_dir is not None
+    [path] = harness.env.state_dir.rglob(f".pulumi/stacks/*/{harness.stack_name}.json")
+    resources = json.loads(path.read_text())["checkpoint"]["latest"]["resources"]
+    kept = {(r["type"], k) for r in resources for k in ("stackTrace", "sourcePosition") if k in r}
+    # The stack's own resource is registered by the SDK before the program runs: one trace.
+    assert {kind for kind, _ in kept} <= {"pulumi:pulumi:Stack"}
+    assert {r["type"] for r in resources} >= {DEPLOYMENT_TYPE, "kubernetes:core/v1:Service"}
+    stack.destroy()
+
+
 def same_step_urn(line: str) -> str | None:
     """The URN of the ``same`` step an event-log line reports, read in full (None: another
     event)."""

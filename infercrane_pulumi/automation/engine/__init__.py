@@ -8,9 +8,11 @@ Speed and safety lean here on behaviour Pulumi does not document. Each such cont
 page docs/reference/engine-contracts.md holds the same table), what relies on it, and what
 happens without it:
 
-1. The SDK's inline-program runtime ``pulumi.automation._server.LanguageServer`` and its gRPC
-   options ``pulumi.runtime._grpc_settings._GRPC_CHANNEL_OPTIONS`` (``serving``). Without
-   them the package fails to import: ``pyproject.toml`` caps the SDK at the versions tested.
+1. The SDK's inline-program runtime ``pulumi.automation._server.LanguageServer``, its gRPC
+   options ``pulumi.runtime._grpc_settings._GRPC_CHANNEL_OPTIONS`` and the function its
+   registrations take their stack trace from, ``pulumi.runtime.resource._get_stack_trace``
+   (``serving``). Without them the package fails to import: ``pyproject.toml`` caps the SDK at
+   the versions tested.
 2. ``pulumi up|preview|destroy --client ADDR --exec-kind auto.inline``, flags ``--help`` does
    not list but the SDK's own Automation API passes (``serving``). Without them every run
    fails (``pulumi-run-failed``).
@@ -50,10 +52,13 @@ happens without it:
 12. The DIY backends' history, backup and ``.bak`` names, kept in the backend itself, and the
     variables that turn backups off (``history``). A name in another layout is never
     deleted: the history grows as Pulumi's does.
+13. A resource registered with an empty stack trace is kept in the checkpoint with none, nor
+    a source position (``serving``). Otherwise the engine keeps what it is sent, and the state
+    is as large as the SDK's own traces make it.
 
 Where each row is proven (docs/reference/engine-contracts.md names each test):
 ``tests/conformance/test_engine_contracts.py`` proves rows 4 and 6 (by what the run did, never
-by its time), 7, 9, 10 and 11, and that an interrupted run ends with its engine; the suite's tests
+by its time), 7, 9, 10, 11 and 13, and that an interrupted run ends with its engine; the suite's tests
 of the paths that rely on rows 2, 3, 5, 8 and 9 prove those; all of them but row 11's (our own
 host) on each CLI the docs name (docs/how-to/install.md), with the SDK pinned in
 ``constraints.txt``. Row 1 is proven by ``tests/unit/test_sdk_contracts.py`` (the SDK's names).

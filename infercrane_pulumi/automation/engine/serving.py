@@ -13,14 +13,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
 import grpc
+import pulumi.runtime.resource
 from pulumi.automation._server import LanguageServer
 from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
-from pulumi.runtime.proto import language_pb2_grpc
+from pulumi.runtime.proto import language_pb2_grpc, source_pb2
+
+# With every resource it registers, the SDK sends the Python stack that registered it, and the
+# engine keeps it in the resource's state: here about 25 frames (the program's, the SDK's,
+# asyncio's, the runtime's) as paths of the driver's machine, 2.5 KB per resource, a quarter of
+# an intent's state, read, written and kept in history by every run. A served program
+# registers every resource from the same two lines of ``program.py``, so the stack tells a
+# reader nothing: served runs send none. Other programs in the process keep the SDK's.
+_served = contextvars.ContextVar("infercrane_served", default=False)
+_sdk_stack_trace = pulumi.runtime.resource._get_stack_trace
+
+
+def _stack_trace() -> source_pb2.StackTrace:
+    return source_pb2.StackTrace() if _served.get() else _sdk_stack_trace()
+
+
+pulumi.runtime.resource._get_stack_trace = _stack_trace
 
 
 class _Runtime(LanguageServer):
@@ -37,6 +55,7 @@ class _Runtime(LanguageServer):
 
         def in_its_loop() -> None:
             self.loops.append(asyncio.get_running_loop())
+            _served.set(True)  # in this run's context only
             program()
 
         super().__init__(in_its_loop)
