@@ -58,9 +58,9 @@ happens without it:
 
 Where each row is proven (docs/reference/engine-contracts.md names each test):
 ``tests/conformance/test_engine_contracts.py`` proves rows 4 and 6 (by what the run did, never
-by its time), 7, 9, 10, 11 and 13, and that an interrupted run ends with its engine; the suite's tests
-of the paths that rely on rows 2, 3, 5, 8 and 9 prove those; all of them but row 11's (our own
-host) on each CLI the docs name (docs/how-to/install.md), with the SDK pinned in
+by its time), 7, 9, 10, 11 and 13, and that an interrupted run ends with its engine; the
+suite's tests of the paths that rely on rows 2, 3, 5, 8 and 9 prove those; all of them but row
+11's (our own host) on each CLI the docs name (docs/how-to/install.md), with the SDK pinned in
 ``constraints.txt``. Row 1 is proven by ``tests/unit/test_sdk_contracts.py`` (the SDK's names).
 """
 
