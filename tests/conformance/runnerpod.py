@@ -188,8 +188,12 @@ class Runner:
 
     def exec(self, *argv: str) -> subprocess.CompletedProcess[str]:
         """``argv`` in the runner container, with its environment (its identity, its state)."""
+        return self.exec_in(self.pod(), *argv)
+
+    def exec_in(self, pod: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        """``argv`` in ``pod``'s runner container."""
         return subprocess.run(
-            self._in(self.pod(), argv), capture_output=True, text=True, check=False, timeout=300
+            self._in(pod, argv), capture_output=True, text=True, check=False, timeout=300
         )
 
     def spawn(self, pod: str, *argv: str) -> subprocess.Popen[str]:

@@ -170,16 +170,6 @@ def _kubectl(kind_cluster: KindRuntime) -> list[str]:
     return [str(find_binary("kubectl")), *config]
 
 
-def _in_flight(records: list[dict[str, Any]], key: str) -> set[str]:
-    """The ops of ``key``'s steps in the run in flight (after the last envelope)."""
-    last = max((i for i, r in enumerate(records) if "command" in r), default=-1)
-    return {
-        r["op"]
-        for r in records[last + 1 :]
-        if (r.get("type"), r.get("externalKey")) == ("step", key)
-    }
-
-
 def _changes(envelope: dict[str, Any]) -> list[tuple[str, str]]:
     assert envelope["ok"], envelope
     return sorted((r["externalKey"], r["change"]) for r in envelope["result"]["replicas"])
@@ -239,41 +229,48 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
     assert (read["code"], read["retryable"]) == ("cluster-forbidden", False), probe.stderr
 
 
-# Run in each runner's container before the stack file gains a key: once the key's Deployment
-# exists, SIGSTOP every process of the engine run in flight in this container (PID 1's
-# descendants, while the plugin runs: only the lease's holder runs an engine), then print what
-# it saw. So the run is frozen between its first object and its end, however fast the rest is.
-FREEZE = """
-import json, os, signal, sys, time
+# Run in each runner's container before the stack file gains a key: the moment an engine run
+# starts in this container (the plugin among PID 1's descendants; a periodic run of an unchanged
+# file starts none, and only the lease's holder runs one), SIGSTOP every process of that run and
+# print what it stopped. Polling /proc finds the plugin long before the run's first write,
+# however loaded the machine. It gives up once the file DISARM exists (the other runner's,
+# before it takes the stack over).
+DISARM = "/tmp/freeze-disarmed"
+FREEZE = f"""
+import json, os, signal, time
 from pathlib import Path
-from infercrane_pulumi import config_files, kubeconfigs
-from infercrane_pulumi.cluster import client
-settings = config_files.load_stack_file(Path(sys.argv[1])).kubernetes
-cluster = client.connect(kubeconfigs.resolved(settings, None))
-path = f"/apis/apps/v1/namespaces/{settings.namespace}/deployments/{sys.argv[2]}"
+
+def tree():
+    children = {{}}
+    for entry in (e for e in Path("/proc").iterdir() if e.name.isdecimal()):
+        try:
+            stat, argv = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
+        except OSError:  # gone since
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append((int(entry.name), argv.split(b"\\0")[0].decode()))
+    found, todo = [], [1]
+    while todo:
+        for pid, command in children.get(todo.pop(), []):
+            found.append((pid, command))
+            todo.append(pid)
+    return found
+
 print("watching", flush=True)
-deadline = time.monotonic() + 240
-while (status := cluster.transport.request("GET", path).status) == 404:
-    if time.monotonic() > deadline:
+deadline = time.monotonic() + 300
+while time.monotonic() < deadline and not Path("{DISARM}").exists():
+    run = tree()
+    if any(command.endswith("/pulumi-resource-kubernetes") for _, command in run):
+        for pid, _ in run:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:  # ended since
+                pass
+        print(json.dumps(run), flush=True)
         break
-    time.sleep(0.05)
-children = {}
-for entry in (e for e in Path("/proc").iterdir() if e.name.isdecimal()):
-    try:
-        stat, argv = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
-    except OSError:  # gone since
-        continue
-    parent = int(stat.rsplit(")", 1)[1].split()[1])
-    children.setdefault(parent, []).append((int(entry.name), argv.split(b"\\0")[0].decode()))
-run, todo = [], [1]
-while todo:
-    for pid, command in children.get(todo.pop(), []):
-        run.append((pid, command))
-        todo.append(pid)
-engine = any(command.endswith("/pulumi-resource-kubernetes") for _, command in run)
-for pid, _ in run if engine else []:
-    os.kill(pid, signal.SIGSTOP)
-print(json.dumps({"status": status, "run": run, "stopped": engine}), flush=True)
+    time.sleep(0.02)
+else:
+    print("[]", flush=True)
 """
 
 
@@ -285,8 +282,8 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     pytestconfig: pytest.Config,
 ) -> None:
     """The shipped Deployment's two replicas, their state and leases on PostgreSQL running as a
-    Pod beside them. The stack file gains a key; the Pod whose run created its Deployment is
-    frozen there (its step printed, its envelope not), then deleted with a grace period of 0.
+    Pod beside them. The stack file gains a key; the Pod whose engine run of it starts is
+    frozen there (its envelope not printed), then deleted with a grace period of 0.
     The other runner, waiting on the lease, takes the stack over and converges: each key once.
     (The namespace's deletion removes the rest; the module's leftover check proves it.)"""
     namespace = tenant.namespace
@@ -316,29 +313,30 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     seen = {pod: runner.run_after(0, pod=pod) for pod in pods}
     assert sorted(_changes(e)[0][1] for e in seen.values()) == ["create", "same"]
     counts = {pod: len(runner.envelopes(pod)) for pod in pods}
-    added = naming.object_name("pair-r1")
-    freezers = {
-        pod: runner.spawn(
-            pod, "python3", "-c", FREEZE, f"{PROJECT_DIR}/stacks/{runner.key()}", added
-        )
-        for pod in pods
-    }
+    freezers = {pod: runner.spawn(pod, "python3", "-c", FREEZE) for pod in pods}
     for freezer in freezers.values():
         assert freezer.stdout is not None and freezer.stdout.readline() == "watching\n"
     runner.write(
         stack_document(namespace, [*first, replica("pair-r1", gpu=real_node.product)], **settings)
     )
-    answers = {pod: f.communicate(timeout=300) for pod, f in freezers.items()}
+    victim = wait_for(
+        lambda: next((pod for pod, f in freezers.items() if f.poll() is not None), None),
+        timeout=240,
+        what="a runner's engine run of the new file, frozen",
+    )
+    [survivor] = [pod for pod in pods if pod != victim]
+    assert runner.exec_in(survivor, "python3", "-c", f"open({DISARM!r}, 'w')").returncode == 0
+    answers = {pod: f.communicate(timeout=120) for pod, f in freezers.items()}
     assert all(f.returncode == 0 for f in freezers.values()), answers
-    frozen = {pod: json.loads(out) for pod, (out, _) in answers.items()}
-    victims = [pod for pod, seen in frozen.items() if seen["stopped"]]
-    assert len(victims) == 1, f"one runner's engine frozen at pair-r1's creation: {frozen}"
-    [victim] = victims
-    # Frozen mid-run: the run's step of the new key printed, its envelope not yet.
-    assert "create" in _in_flight(runner.records(victim), "pair-r1"), "frozen after the run"
+    stopped = {pod: json.loads(out) for pod, (out, _) in answers.items()}
+    assert stopped[victim] and stopped[survivor] == [], stopped
+    # Frozen mid-run: its engine had started (under the lease), its envelope of the new file
+    # not printed.
+    assert not [
+        e for e in runner.envelopes(victim) if len(e.get("result", {}).get("replicas", [])) == 2
+    ]
     client.CoreV1Api(admin_client).delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
     killed = time.monotonic()
-    [survivor] = [pod for pod in pods if pod != victim]
 
     def converged() -> dict[str, Any] | None:
         return next(
@@ -356,7 +354,7 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     assert changes.keys() == {"pair-r0", "pair-r1"}
     show(
         pytestconfig,
-        f"runner {victim} frozen and killed after creating pair-r1's Deployment; {survivor} "
+        f"runner {victim} frozen and killed in its engine run of the new file; {survivor} "
         f"converged {took:.1f}s after ({changes})",
     )
     assert _applied_keys(admin_client, namespace) == ["pair-r0", "pair-r1"]
