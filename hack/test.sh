@@ -9,8 +9,8 @@
 # kserve_controller, kind or newest_cli (1290 s there; much of it waiting on API servers and Pods)
 # and the wheel on every supported Python (infercrane_dev/pythons.py, 293 s with a warm pip
 # cache) run; the tests that run KServe's controller (161 s), the Kind test (its runner
-# scenarios about 70 s, its node restarts about 150 s; its token rotation waits about 16 min
-# from the module's start, the other scenarios running meanwhile: 21 min in all) and the
+# scenarios about 70 s, its node restarts about 150 s; its token rotation waits about 10.5
+# min from the module's start, the other scenarios running meanwhile: about 15 min) and the
 # engine-contract cases on the newest CLI run last, once those are ready (the first two may not
 # run beside the real node's scenarios: they share the machine's real-node lock). PYTEST_ARGS (a
 # selection) runs one pytest after the builds instead. Either way a failed build fails the run,
