@@ -8,13 +8,14 @@
 # once its 45 pinned .debs, about 40 MB, are fetched), then build in the background, niced, while lint, the Go tests, every test not marked
 # kserve_controller, kind or newest_cli (1290 s there; much of it waiting on API servers and Pods)
 # and the wheel on every supported Python (infercrane_dev/pythons.py, 293 s with a warm pip
-# cache) run; the tests that run KServe's controller (161 s), the Kind test (its runner
-# scenarios about 70 s, its node restarts about 150 s; its token rotation waits about 10.5
-# min from the module's start, the other scenarios running meanwhile: about 15 min) and the
-# engine-contract cases on the newest CLI run last, once those are ready (the first two may not
-# run beside the real node's scenarios: they share the machine's real-node lock). PYTEST_ARGS (a
-# selection) runs one pytest after the builds instead. Either way a failed build fails the run,
-# with its log.
+# cache) run. Then the Kind tests (their runner scenarios about 70 s, the node restarts about
+# 150 s, the token's two rotations about 16 min from the module's start, the other scenarios
+# running meanwhile: about 21 min) run in the background, beside the wheel's Python matrix and
+# the engine-contract cases on the newest CLI, so that the rotations' wait costs little; the
+# tests that run KServe's controller (161 s) run last (they may not run beside Kind or the real
+# node's scenarios: they share the machine's real-node lock). PYTEST_ARGS (a selection) runs one
+# pytest after the builds instead. Either way a failed build or test job fails the run, with its
+# log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make=${MAKE:-make}
@@ -32,19 +33,43 @@ start_job() {
   setsid nice -n 10 "$@" >".infercrane/$name.log" 2>&1 &
   background[$name]=$!
 }
+# start_tests <name> <pytest args...>: a pytest in the background at normal priority (its
+# scenarios wait on deadlines), in its own process group, output to .infercrane/<name>.log.
+declare -A interruptible=()
+start_tests() {
+  local name=$1
+  shift
+  setsid .venv/bin/python -m pytest -rs -p no:cacheprovider "$@" >".infercrane/$name.log" 2>&1 &
+  background[$name]=$!
+  interruptible[$name]=1
+}
+# A pytest is interrupted (SIGINT), so that its fixtures tear down what they started (Kind's
+# Docker daemon and cluster), and given two minutes; what is left is stopped.
 stop_background() {
-  local pid
-  for pid in "${background[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  local name pid
+  for name in "${!background[@]}"; do
+    pid=${background[$name]}
+    if [[ -n ${interruptible[$name]-} ]]; then
+      kill -INT "$pid" 2>/dev/null || true
+      for _ in {1..120}; do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    fi
+    kill -- "-$pid" 2>/dev/null || true
+  done
 }
 trap stop_background EXIT
 
-# wait_job <name> <what>: wait for it; a failure fails the run, with its log.
+# wait_job <name> <what>: wait for it; a failure fails the run, with its log (a test job's
+# whole log, whatever its end).
 wait_job() {
   local name=$1 what=$2 rc=0
   wait "${background[$name]}" || rc=$?
   unset "background[$name]"
-  if ((rc != 0)); then
+  if [[ -n ${interruptible[$name]-} ]]; then
+    cat ".infercrane/$name.log"
+  elif ((rc != 0)); then
     tail -n 30 ".infercrane/$name.log" >&2
+  fi
+  if ((rc != 0)); then
     echo "test.sh: $what failed (full log: .infercrane/$name.log)" >&2
     exit 1
   fi
@@ -95,9 +120,12 @@ if [[ -n ${PYTEST_ARGS-} ]]; then
   exit 0
 fi
 "$py" -m pytest -rs -m "not kserve_controller and not kind and not newest_cli"
+wait_job kind-prepare "Kind's tools and images"
+start_tests kind-tests -m kind
 # The built wheel on Python 3.11, 3.12 and 3.13 (lowest dependencies).
 "$py" -m infercrane_dev.pythons
-wait_job kserve-build "the KServe family's build"
 wait_job pulumi-newest-build "the newest Pulumi CLI's build"
-wait_job kind-prepare "Kind's tools and images"
-"$py" -m pytest -rs -m "kserve_controller or kind or newest_cli"
+"$py" -m pytest -rs -m newest_cli
+wait_job kind-tests "the Kind tests"
+wait_job kserve-build "the KServe family's build"
+"$py" -m pytest -rs -m kserve_controller
