@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,16 +96,16 @@ def stack_history(
 ) -> list[dict[str, Any]]:
     """``pulumi stack history``'s updates, newest first."""
     stack = stacks.open_stack(name, project_dir=workspace, env=env)
-    printed: list[str] = []
-    command = ["stack", "history", "--json", "--stack", name]
-    process.run(
-        stack.workspace.pulumi_command,
-        command,
-        str(workspace),
-        stack.workspace.env_vars,
-        printed.append,
+    command = [stack.workspace.pulumi_command.command, "stack", "history", "--json"]
+    done = subprocess.run(
+        [*command, "--stack", name],
+        cwd=workspace,
+        env={**process.inherited(os.environ), **stack.workspace.env_vars},
+        capture_output=True,
+        encoding="utf-8",
+        check=True,
     )
-    listed: list[dict[str, Any]] = json.loads("\n".join(printed))
+    listed: list[dict[str, Any]] = json.loads(done.stdout)
     return listed
 
 

@@ -58,9 +58,9 @@ DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"  # its resource type in the st
 
 def recording_cli(harness: Harness, directory: Path) -> tuple[Harness, Path]:
     """``harness`` with a ``pulumi`` that appends each call's arguments to ``directory/calls``
-    (one line a call), then runs the harness's; an unwatched engine run's display (``process.run``
-    discards it: its first argument ``--non-interactive``, its last ``--json``) goes to
-    ``directory/displays/<pid>-<verb>`` instead."""
+    (one line a call), then runs the harness's; an unwatched engine run's display (its first
+    argument ``--non-interactive``, its last ``--json``: ``process.run`` writes it as the
+    run's event log) is copied to ``directory/displays/<pid>-<verb>`` too."""
     assert harness.env.bin_dir is not None
     wrapper = directory / "bin"
     wrapper.mkdir(parents=True)
@@ -69,11 +69,12 @@ def recording_cli(harness: Harness, directory: Path) -> tuple[Harness, Path]:
     calls.touch()
     here, real = shlex.quote(str(directory)), shlex.quote(str(harness.env.bin_dir / "pulumi"))
     (wrapper / "pulumi").write_text(
-        "#!/bin/sh\n"
+        "#!/bin/bash\n"
         f'printf "%s\\n" "$*" >>{here}/calls\n'
         "for last; do :; done\n"
         'if [ "$1" = --non-interactive ] && [ "$last" = --json ]; then\n'
-        f'    exec {real} "$@" >{here}/displays/$$-"$2"\n'
+        f'    {real} "$@" | tee {here}/displays/$$-"$2"\n'
+        '    exit "${PIPESTATUS[0]}"\n'
         "fi\n"
         f'exec {real} "$@"\n'
     )
@@ -181,7 +182,8 @@ def test_an_unwatched_run_s_display_streams_one_engine_event_a_line(
 ) -> None:
     """Row 6: with nobody watching, ``process.run`` asks the CLI for its JSON display (``preview``
     with ``PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true``), which streams each engine event on a
-    line of its own and keeps none. A CLI that printed one document at the end, holding every
+    line of its own and keeps none, and writes it as the run's event log, asking for no other
+    (the CLI encodes each event once). A CLI that printed one document at the end, holding every
     step until then (``preview --json`` without the variable), fails here. What that saves in
     memory is measured in benchmarks/results/history-until-2026-12.md, not here."""
     recorded, calls = recording_cli(harness, tmp_path / "recorded")
@@ -199,6 +201,7 @@ def test_an_unwatched_run_s_display_streams_one_engine_event_a_line(
         assert [event["sequence"] for event in shown] == list(range(len(shown))), verb
         kinds = [set(event) - {"sequence", "timestamp"} for event in shown]
         assert kinds[-2:] == [{"summaryEvent"}, {"cancelEvent"}], verb
+    assert [call for call in calls.read_text().splitlines() if "--event-log" in call] == []
     stack.destroy()
 
 

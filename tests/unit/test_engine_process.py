@@ -1,5 +1,6 @@
 """An engine run's CLI process, run for real (a stand-in ``pulumi`` script): its display to a
-terminal or nowhere, and its failures classified as the SDK classifies them."""
+terminal beside its event log, or, with nobody watching, its JSON display as the event log, and
+its failures classified as the SDK classifies them."""
 
 from __future__ import annotations
 
@@ -72,23 +73,27 @@ def test_a_watched_run_prints_the_display_line_by_line(
 ) -> None:
     printed: list[str] = []
     given = env(tmp_path, lines=3, noise=200_000)
+    log = tmp_path / "events.jsonl"
 
-    process.run(pulumi, ["up", "--yes"], str(tmp_path), given, printed.append)
+    process.run(
+        pulumi, ["up", "--yes"], str(tmp_path), given, on_output=printed.append, event_log=log
+    )
 
     assert printed == ["line 0", "line 1", "line 2"]
     assert recorded(tmp_path) == {
-        "args": ["--non-interactive", "up", "--yes"],
-        "env": {"GIVEN": "yes", "PULUMI_AUTOMATION_API": "true"},
+        "args": ["--non-interactive", "up", "--yes", "--event-log", str(log)],
+        "env": {"GIVEN": "yes", "PULUMI_AUTOMATION_API": "true", "PULUMI_DEBUG_COMMANDS": "true"},
         "stdin": "",  # an engine run's stdin is /dev/null
     }
 
 
-def test_an_unwatched_run_asks_for_the_streamed_json_display_and_discards_it(
+def test_an_unwatched_run_writes_the_streamed_json_display_as_its_event_log(
     pulumi: auto.PulumiCommand, tmp_path: Path
 ) -> None:
     given = env(tmp_path, lines=100_000, noise=200_000)
+    log = tmp_path / "events.jsonl"
 
-    process.run(pulumi, ["preview", "--diff"], str(tmp_path), given, None)
+    process.run(pulumi, ["preview", "--diff"], str(tmp_path), given, on_output=None, event_log=log)
 
     assert recorded(tmp_path) == {
         "args": ["--non-interactive", "preview", "--diff", "--json"],
@@ -99,6 +104,7 @@ def test_an_unwatched_run_asks_for_the_streamed_json_display_and_discards_it(
         },
         "stdin": "",
     }
+    assert log.read_text().splitlines() == [f"line {n}" for n in range(100_000)]
 
 
 @pytest.mark.parametrize(
@@ -119,13 +125,22 @@ def test_a_failure_is_classified_from_stderr_as_the_sdk_does(
 ) -> None:
     given = env(tmp_path, lines=2, noise=200_000, message=message)
     printed: list[str] = []
+    log = tmp_path / "events.jsonl"
 
     with pytest.raises(auto.errors.CommandError) as failure:
-        process.run(pulumi, ["up"], str(tmp_path), given, printed.append if watched else None)
+        process.run(
+            pulumi,
+            ["up"],
+            str(tmp_path),
+            given,
+            on_output=printed.append if watched else None,
+            event_log=log,
+        )
 
     assert type(failure.value) is raised
     assert f"code: 255\n stdout: \n stderr: {'x' * 200_000}\n{message}" in str(failure.value)
     assert printed == (["line 0", "line 1"] if watched else [])
+    assert log.read_text() == ("" if watched else "line 0\nline 1\n")
 
 
 def test_a_secret_reaches_the_cli_on_stdin_never_in_its_arguments(

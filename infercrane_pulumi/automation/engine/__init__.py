@@ -17,8 +17,8 @@ happens without it:
    not list but the SDK's own Automation API passes (``serving``). Without them every run
    fails (``pulumi-run-failed``).
 3. ``--event-log FILE``, taken with ``PULUMI_DEBUG_COMMANDS=true``: one JSON engine event per
-   line, appended as the engine works (``events``). A line the SDK does not decode fails the
-   run closed (``pulumi-unsupported``).
+   line, appended as the engine works (``events``), for a run a person watches (else row 6).
+   A line the SDK does not decode fails the run closed (``pulumi-unsupported``).
 4. A step's event line begins ``{"sequence":…,"timestamp":…,"resourcePreEvent":{"metadata":
    {"op":"same","urn":…`` (or ``resOutputsEvent``): Go's field order
    (``events.known_same_step``). A line laid out otherwise is decoded in full: slower, never
@@ -26,8 +26,10 @@ happens without it:
 5. A policy event's message begins with its rule's description and a newline
    (``events.policy_message``). Otherwise the description stays in the finding's message.
 6. ``--json`` streams one event per line (``preview`` with
-   ``PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true``) and keeps none (``process``). Otherwise the
-   CLI's memory grows with the stack, as its human display's does.
+   ``PULUMI_ENABLE_STREAMING_JSON_PREVIEW=true``) and keeps none, encoded as row 3's log: with
+   nobody watching, it is the run's event log (``process``). Otherwise the CLI's memory grows
+   with the stack, as its human display's does; a line the SDK does not decode fails the run
+   closed, as in row 3.
 7. The CLI's words for a locked stack on stderr, which the SDK's ``create_command_error``
    classifies (``process``, ``operation``). Otherwise a busy stack fails as
    ``pulumi-run-failed`` instead of ``stack-busy``.

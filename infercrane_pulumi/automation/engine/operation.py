@@ -77,7 +77,6 @@ def operate(
     environment = {
         **workspace.env_vars,
         **(variables or {}),
-        "PULUMI_DEBUG_COMMANDS": "true",  # the CLI takes --event-log only with it
         "TMPDIR": str(run_dir),
     }
     tail = events.Tail(event_log, collect, unread, cli=cli_version(stack))
@@ -86,11 +85,16 @@ def operate(
             command = [
                 *arguments,
                 *served,
-                *("--color", "never", "--event-log", str(event_log), "--stack", stack.name),
+                *("--color", "never", "--stack", stack.name),
             ]
             try:
                 process.run(
-                    workspace.pulumi_command, command, workspace.work_dir, environment, on_output
+                    workspace.pulumi_command,
+                    command,
+                    workspace.work_dir,
+                    environment,
+                    on_output=on_output,
+                    event_log=event_log,
                 )
             except auto.errors.CommandError as error:
                 tail.close()  # every event read before saying how it ended

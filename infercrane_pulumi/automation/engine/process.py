@@ -1,14 +1,19 @@
 """The Pulumi CLI's processes this package starts itself: one engine run's, its display printed
-to a terminal or discarded, and the one that stores a secret given on stdin (``set_secret``).
+to a terminal or written as its event log, and the one that stores a secret given on stdin
+(``set_secret``).
 
-The run's events come from its event log (``events``), never from what the CLI prints, so what the
-CLI prints is only for a person. The CLI's human displays (the progress view, the diff view) keep
-every resource's step, the resource's whole state twice, until the run ends: with nobody watching,
-the CLI is asked for its JSON display, which streams each event and keeps none, and its stdout is
-discarded. Adding one intent to a stack of 1,000, the CLI's peak RSS fell from 1,173-1,385 MiB to
-620-651 MiB that way, its CPU within noise (benchmarks/results/history-until-2026-12.md,
-"Performance"). The SDK's ``PulumiCommand.run`` cannot discard: it keeps all of stdout in memory
-until the CLI exits (tens of megabytes of JSON at 1,000 intents).
+The run's events come from its event log (``events``), never from the CLI's text for a person.
+The CLI's human displays (the progress view, the diff view) keep every resource's step, the
+resource's whole state twice, until the run ends: with nobody watching, the CLI is asked for its
+JSON display, which streams each event and keeps none. Adding one intent to a stack of 1,000, the
+CLI's peak RSS fell from 1,173-1,385 MiB to 620-651 MiB that way, its CPU within noise
+(benchmarks/results/history-until-2026-12.md, "Performance"). That display is the event log's
+very encoding (one engine event a line, engine contract 6), so it is written to the event log's
+file in place of ``--event-log``: the CLI converts and encodes every event once, not twice, the
+same step's whole state included. With a person watching, the display is theirs, and the CLI
+writes the event log itself (``--event-log``, engine contract 3). The SDK's
+``PulumiCommand.run`` cannot do either: it keeps all of stdout in memory until the CLI exits
+(tens of megabytes of JSON at 1,000 intents).
 
 A failure is Pulumi's own ``CommandError``, classified from stderr by the SDK as before.
 """
@@ -19,6 +24,7 @@ import os
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from pulumi import automation as auto
@@ -34,29 +40,36 @@ def run(
     args: Sequence[str],
     cwd: str,
     env: Mapping[str, str],
+    *,
     on_output: Printer | None,
+    event_log: Path,
 ) -> None:
     """Run ``pulumi args`` in ``cwd`` with ``env`` over this process's environment (as the
-    SDK does, but for what ``inherited`` keeps out); its display to ``on_output`` line by
-    line, or nowhere."""
+    SDK does, but for what ``inherited`` keeps out); its engine events, one a line, to
+    ``event_log`` as it works, and its display to ``on_output`` line by line."""
     watched = on_output is not None
-    command = [pulumi.command, "--non-interactive", *args, *(() if watched else ("--json",))]
+    shown = ("--event-log", str(event_log)) if watched else ("--json",)
+    command = [pulumi.command, "--non-interactive", *args, *shown]
     environment = {
         **inherited(os.environ),
         **env,
-        **({} if watched else _STREAM_PREVIEW),
+        # The CLI takes --event-log only with PULUMI_DEBUG_COMMANDS.
+        **({"PULUMI_DEBUG_COMMANDS": "true"} if watched else _STREAM_PREVIEW),
         "PULUMI_AUTOMATION_API": "true",
     }
     errors: list[str] = []
-    with subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=environment,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE if watched else subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        encoding="utf-8",
-    ) as process:
+    with (
+        event_log.open("wb") as log,
+        subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if watched else log,
+            stderr=subprocess.PIPE,
+            encoding="utf-8",
+        ) as process,
+    ):
         assert process.stderr is not None
         # Read apart, so that neither pipe fills up while the other is read.
         reader = threading.Thread(target=_collect, args=(process.stderr, errors), daemon=True)
