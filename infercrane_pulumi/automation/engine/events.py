@@ -1,8 +1,9 @@
 """The engine's event log, read while the engine writes it.
 
 ``pulumi up/preview/destroy`` appends one JSON engine event per line to FILE as it works: its
-``--event-log FILE``, or its JSON display written there (``process``). A ``Tail`` follows that file from a thread and hands each event, decoded, to a callback,
-in order; ``close`` waits until everything written has been handed over. No CLI, no network.
+``--event-log FILE``, or its JSON display written there (``process``). A ``Tail`` follows that
+file from a thread and hands each event, decoded, to a callback, in order; ``close`` waits
+until everything written has been handed over. No CLI, no network.
 A line that is not an engine event the SDK decodes fails the run closed
 (``EngineUnsupportedError``, naming the CLI version): a run's results are never decided from
 part of its events.
