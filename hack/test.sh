@@ -15,7 +15,7 @@
 # tests that run KServe's controller (161 s) run last (they may not run beside Kind or the real
 # node's scenarios: they share the machine's real-node lock). PYTEST_ARGS (a selection) runs one
 # pytest after the builds instead. Either way a failed build or test job fails the run, with its
-# log.
+# log. A whole cold .ci/run so arranged took about 75 min (docs/explanation/performance.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make=${MAKE:-make}
