@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +26,7 @@ from infercrane_dev.statestores.postgres import DATABASE, PostgresServer
 from infercrane_dev.statestores.s3 import S3Server
 from infercrane_pulumi import automation
 from infercrane_pulumi.automation import project, stacks
-from infercrane_pulumi.automation.engine import history, process
+from infercrane_pulumi.automation.engine import history
 from tests.conformance.harness import ENGINE_CLIS, Harness, intent, show
 
 pytestmark = pytest.mark.conformance
@@ -96,14 +94,8 @@ def stack_history(
 ) -> list[dict[str, Any]]:
     """``pulumi stack history``'s updates, newest first."""
     stack = stacks.open_stack(name, project_dir=workspace, env=env)
-    command = [stack.workspace.pulumi_command.command, "stack", "history", "--json"]
-    done = subprocess.run(
-        [*command, "--stack", name],
-        cwd=workspace,
-        env={**process.inherited(os.environ), **stack.workspace.env_vars},
-        capture_output=True,
-        encoding="utf-8",
-        check=True,
+    done = stack.workspace.pulumi_command.run(
+        ["stack", "history", "--json", "--stack", name], str(workspace), stack.workspace.env_vars
     )
     listed: list[dict[str, Any]] = json.loads(done.stdout)
     return listed
