@@ -96,6 +96,8 @@ class ReplicaComponent(pulumi.ComponentResource):
         # The applied intent travels with the state, so any process sharing the backend
         # knows what the stack holds (observe, remove) without the control plane's database.
         self.intent = intent.model_dump(mode="json", by_alias=True)
+        # Kept in the component's state too: when the engine deletes the component, its delete
+        # hook finds the key to delete in these old outputs (``program.delete_hook``).
         self.register_outputs(self.outputs())
 
     def outputs(self) -> KeyRecord[pulumi.Output[ObjectRecord[Any]]]:
