@@ -73,11 +73,19 @@ class EveryThread:
 
     def stats(self) -> pstats.Stats:
         with self._lock:
-            first, *others = self.profiles
+            profiles = list(self.profiles)
+        # A thread's profile can hold no call when read (seen profiling a first ensure), and
+        # pstats refuses an empty profile.
+        first, *others = [profile for profile in profiles if _counted_any(profile)]
         stats = pstats.Stats(first)
         for profile in others:
             stats.add(profile)
         return stats
+
+
+def _counted_any(profile: cProfile.Profile) -> bool:
+    profile.create_stats()
+    return bool(profile.stats)
 
 
 def calls_of(stats: pstats.Stats, function: Callable[..., Any]) -> int:

@@ -3,6 +3,7 @@ is served from gRPC threads of the driver's process (``benchmarks.calls``)."""
 
 from __future__ import annotations
 
+import cProfile
 import threading
 from concurrent import futures
 
@@ -31,3 +32,11 @@ def test_a_function_never_called_counts_zero() -> None:
     with threads.running():
         pass
     assert calls_of(threads.stats(), counted) == 0
+
+
+def test_a_thread_profile_that_counted_nothing_is_left_out() -> None:
+    threads = EveryThread()
+    with threads.running():
+        counted(0)
+    threads.profiles.append(cProfile.Profile())  # one thread's, which counted no call
+    assert calls_of(threads.stats(), counted) == 1
