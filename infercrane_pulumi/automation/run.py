@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -179,6 +180,7 @@ def run(
                 options=options,
                 lease=lease,
                 on_event=record,
+                memory=engine.memory_limit(_held(rendered, last_run), os.environ),
             )
             if engine_first:
                 deletion.delete_all(cluster, config.kubernetes, plan.deletions)
@@ -202,6 +204,15 @@ def run(
             operation, stack.name, desired, events, findings=findings, kept=kept
         )
     return _reported(found, plan)
+
+
+def _held(rendered: workloads.Rendered, applied: Applied) -> int:
+    """How many resources the engine's state holds while the run works: the stack, its
+    provider, and each key's component and objects, whether the run keeps, changes or
+    deletes it (what the CLI's heap grows with, ``engine.memory``)."""
+    objects = {key: len(found) for key, found in applied.objects.items()}
+    objects.update((key, len(found)) for key, found in rendered.objects.items())
+    return 2 + sum(1 + count for count in objects.values())
 
 
 def _reported(result: results.StackResult, plan: Plan) -> results.StackResult:
@@ -234,6 +245,7 @@ def _engine(
     options: RunOptions,
     lease: leases.Lease | None,
     on_event: EventHandler,
+    memory: Mapping[str, str],
 ) -> None:
     """Engine attempts until one is not refused as busy. Without a lease: what a dead run
     left is recovered before each, and a live holder is waited for up to ``wait_seconds``.
@@ -242,7 +254,7 @@ def _engine(
     lease's marker, and a run whose lease was lost (and was stopped) fails retryably, the one
     that lost it after the engine finished too (the retry finds the work done)."""
     deadline = time.monotonic() + options.wait_seconds
-    variables: Mapping[str, str] | None = None if lease is None else lease.variables
+    variables = {**memory, **({} if lease is None else lease.variables)}
     broken = False
     while True:
         if lease is None:

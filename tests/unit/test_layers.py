@@ -67,6 +67,7 @@ RANKS = {
     "automation.engine.checkpoints": 11,
     "automation.engine.locks": 11,
     "automation.engine.history": 11,
+    "automation.engine.memory": 11,
     "automation.s3": 11,
     "automation.engine.operation": 12,
     "automation.engine": 13,

@@ -1,8 +1,9 @@
 """The one door to the Pulumi engine: how the CLI is started for an operation (``process``),
 how the program is served to it (``serving``), how its events (``events``), its checkpoint
-(``checkpoints``) and its locks (``locks``) are read, and one engine run put together
-(``operation``). Nothing else in the product knows any of it; the rest of the run path talks to
-this package in the project's own types (``Outcome``, ``Lock``, a stack's outputs as data).
+(``checkpoints``) and its locks (``locks``) are read, how much memory the CLI may hold
+(``memory``), and one engine run put together (``operation``). Nothing else in the product
+knows any of it; the rest of the run path talks to this package in the project's own types
+(``Outcome``, ``Lock``, a stack's outputs as data).
 
 Speed and safety lean here on behaviour Pulumi does not document. Each such contract (the
 page docs/reference/engine-contracts.md holds the same table), what relies on it, and what
@@ -74,6 +75,7 @@ from infercrane_pulumi.automation.engine.checkpoints import components as state_
 from infercrane_pulumi.automation.engine.checkpoints import outputs as checkpoint_outputs
 from infercrane_pulumi.automation.engine.events import Tail, policy_message
 from infercrane_pulumi.automation.engine.locks import Lock, own_lock, remove_lock, stack_locks
+from infercrane_pulumi.automation.engine.memory import memory_limit
 from infercrane_pulumi.automation.engine.operation import (
     EventHandler,
     Outcome,
@@ -93,6 +95,7 @@ __all__ = [
     "cli_version",
     "drop_torn_attributes",
     "inherited",
+    "memory_limit",
     "operate",
     "own_lock",
     "policy_message",
