@@ -35,11 +35,16 @@ start_job() {
 }
 # start_tests <name> <pytest args...>: a pytest in the background at normal priority (its
 # scenarios wait on deadlines), in its own process group, output to .infercrane/<name>.log.
+# SIGINT's default handling given back: a non-interactive shell starts a background command
+# with SIGINT ignored, and Python then keeps ignoring it, so `stop_background`'s interrupt was
+# lost and its kill two minutes later left Kind's bridge and Service route on the host, which
+# failed the next run's real-node tests (seen after stop 57's CI).
 declare -A interruptible=()
 start_tests() {
   local name=$1
   shift
-  setsid .venv/bin/python -m pytest -rs -p no:cacheprovider "$@" >".infercrane/$name.log" 2>&1 &
+  setsid env --default-signal=INT .venv/bin/python -m pytest -rs -p no:cacheprovider "$@" \
+    >".infercrane/$name.log" 2>&1 &
   background[$name]=$!
   interruptible[$name]=1
 }
