@@ -316,7 +316,7 @@ def held_by_a_person(
     """A person's ``pulumi up`` whose program never finishes, holding the stack's lock: its
     process and its lock, read where the run path looks, once its program runs (the CLI took
     the lock for good: it looks for other locks only before). SIGKILLed with its process group
-    at the end, so that its lock stays, as a dead run's does."""
+    at the end with the plugins it started, so that its lock stays, as a dead run's does."""
     project_dir = harness.by_hand_project(directory)
     running = directory / "running"
     (project_dir / "__main__.py").write_text(
@@ -348,7 +348,13 @@ def held_by_a_person(
         ]
         yield holder, lock
     finally:
+        # As its host dies: the CLI's group, and the plugins it started, each of which Pulumi
+        # puts in a process group of its own (they outlived the suite otherwise).
+        plugins = descendants(holder.pid)
         os.killpg(holder.pid, signal.SIGKILL)
+        for pid in plugins:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         holder.wait(timeout=30)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pulumi import automation as auto
 
-from benchmarks.sampling import descendants
+from infercrane_dev.localcluster.processes import descendants
 from infercrane_pulumi.automation.engine.memory import BASE_MIB, PER_RESOURCE_KIB
 from tests.conformance.harness import Harness, replica
 
@@ -25,7 +25,7 @@ ENGINE = ("pulumi", "pulumi-resource")  # /proc/<pid>/comm cuts names at 15 char
 def collector_settings() -> dict[str, dict[str, str]]:
     """Per engine process below this one (by its name): its GOGC and GOMEMLIMIT."""
     found: dict[str, dict[str, str]] = {}
-    for pid in descendants(os.getpid(), frozenset()):
+    for pid in descendants(os.getpid()):
         with contextlib.suppress(OSError):
             name = Path(f"/proc/{pid}/comm").read_text().strip()
             if name in ENGINE:
