@@ -34,11 +34,7 @@ GENERATED = (
     "<!-- Generated from the code by infercrane_dev/docsgen.py: edit the code, not this. -->"
 )
 # Stack-file keys per top-level field of ``StackConfig``: what an operator writes.
-CONFIG_KEYS: Mapping[str, str] = {
-    "kubernetes": intents.KUBERNETES_KEY,
-    "replicas": intents.REPLICAS_KEY,
-    "policy": intents.POLICY_KEY,
-}
+CONFIG_KEYS = intents.STACK_KEYS
 
 Schema = Mapping[str, Any]
 

@@ -1,7 +1,7 @@
 """Stack files: where a project keeps them, reading one (from disk or a git revision), writing
 one (every writer's one way: ``write_config``), and the refusal of kubeconfig contents in plain
 text. The document's ``config`` section goes
-through ``config_rules.parse_stack_config`` like every other configuration.
+through ``config_rules.parse_stack_section``, as the program's own configuration does.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import Any
 import yaml
 
 from infercrane_pulumi import naming
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_section
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import (
+    ALLOW_EMPTY_KEY,
     KUBERNETES_KEY,
     POLICY_KEY,
     REPLICAS_KEY,
@@ -79,7 +80,7 @@ def parse_stack_text(text: str, *, source: str) -> StackConfig:
         # An encrypted (`secure:`) kubeconfig is Pulumi's to decrypt at run time; readers of
         # the file alone (render, doctor, inspect) use KUBECONFIG instead.
         kubernetes = {k: v for k, v in kubernetes.items() if k != "kubeconfig"}
-    return parse_stack_config(kubernetes, section.get(REPLICAS_KEY), section.get(POLICY_KEY))
+    return parse_stack_section({**section, KUBERNETES_KEY: kubernetes})
 
 
 def plain_kubeconfig_problems(kubernetes: Any, *, secret: bool) -> list[str]:
@@ -125,6 +126,10 @@ def write_config(path: Path, config: StackConfig, *, kubeconfig: Any = None) -> 
         section[POLICY_KEY] = record
     else:
         section.pop(POLICY_KEY, None)
+    if config.allow_empty:
+        section[ALLOW_EMPTY_KEY] = True
+    else:
+        section.pop(ALLOW_EMPTY_KEY, None)
     updated = dump_document(document)
     if updated != text:
         path.parent.mkdir(parents=True, exist_ok=True)

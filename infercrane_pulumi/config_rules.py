@@ -1,27 +1,35 @@
 """The rules across fields of one stack's configuration, and the one way to a ``StackConfig``.
 
 Validation is all-or-nothing and happens before anything is registered or sent to a cluster:
-``parse_stack_config`` either returns a frozen ``StackConfig`` or raises one ``ConfigError``
-listing every problem, each naming the field and the rule: the models' own (``intents``), then
-the rules no single field can check (unique keys, placeholders, the kubeconfig's context,
-limits against requests, where a worker key may go). Pure.
+``parse_stack_section`` (a stack file's ``config``, as every reader of one sees it) and
+``parse_stack_config`` (its values, as ``NamespaceStack`` holds them) either return a frozen
+``StackConfig`` or raise one ``ConfigError`` listing every problem, each naming the field and
+the rule: the section's keys (each one this program reads; the replicas always given), the
+models' own (``intents``), then the rules no single field can check (unique keys,
+placeholders, the kubeconfig's context, limits against requests, where a worker key may go).
+Pure.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import (
+    ALLOW_EMPTY_KEY,
+    CONFIG_NAMESPACE,
+    ENGINE_NAMESPACE,
     KUBERNETES_KEY,
     POLICY_KEY,
     REPLICAS_KEY,
     RESERVED_ENV,
     RESERVED_MOUNTS,
+    STACK_KEYS,
     KubernetesSettings,
     ReplicaIntent,
     ResourceOverrides,
@@ -37,18 +45,64 @@ from infercrane_pulumi.validators import (
 )
 
 
-def parse_stack_config(kubernetes: Any, replicas: Any, policy: Any = None) -> StackConfig:
-    """Validate the config blocks together; raise one ``ConfigError`` naming every problem."""
+def parse_stack_section(section: Mapping[str, Any]) -> StackConfig:
+    """A stack file's ``config`` section (every key as the file or the engine gives it),
+    validated as a whole; raise one ``ConfigError`` naming every problem."""
+    problems = key_problems(section)
+    try:
+        config = parse_stack_config(
+            section.get(KUBERNETES_KEY),
+            section.get(REPLICAS_KEY),
+            section.get(POLICY_KEY),
+            allow_empty=section.get(ALLOW_EMPTY_KEY, False),
+        )
+    except ConfigError as error:
+        raise ConfigError([*problems, *error.problems]) from error
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def key_problems(keys: Iterable[str]) -> list[str]:
+    """A stack file's keys that this program does not read, each with the nearest it does.
+    InferCrane's namespace holds ``STACK_KEYS`` alone. Pulumi's own (``pulumi:``) are the
+    engine's to check. Every other namespace is refused too: the program reads no other
+    package's configuration (its provider is configured from ``infercrane:kubernetes``), so
+    such a key changes nothing, and is almost always a misspelt one of ours."""
+    known = sorted(STACK_KEYS.values())
+    problems = []
+    for key in sorted(keys):
+        namespace = key.partition(":")[0] if ":" in key else CONFIG_NAMESPACE
+        if key in known or namespace == ENGINE_NAMESPACE:
+            continue
+        nearest = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        what = (
+            "is not a known key"
+            if namespace == CONFIG_NAMESPACE
+            else f"is not read by this program (it reads {CONFIG_NAMESPACE}: and "
+            f"{ENGINE_NAMESPACE}: keys only)"
+        )
+        hint = f"did you mean {nearest[0]}?" if nearest else f"known: {', '.join(known)}"
+        problems.append(f"{key}: {what}; {hint}")
+    return problems
+
+
+def parse_stack_config(
+    kubernetes: Any, replicas: Any, policy: Any = None, *, allow_empty: Any = False
+) -> StackConfig:
+    """Validate the config blocks together; raise one ``ConfigError`` naming every problem.
+    ``replicas`` None (missing or null) is refused: never read as an empty list."""
     problems: list[str] = []
     config: StackConfig | None = None
+    document = {
+        "kubernetes": kubernetes,
+        "policy": {} if policy is None else policy,
+        "allowEmpty": allow_empty,
+    }
+    if replicas is not None:
+        document["replicas"] = replicas
     try:
-        config = StackConfig.model_validate(
-            {
-                "kubernetes": kubernetes,
-                "replicas": [] if replicas is None else replicas,
-                "policy": {} if policy is None else policy,
-            }
-        )
+        config = StackConfig.model_validate(document)
     except ValidationError as error:
         problems.extend(_describe(item) for item in error.errors())
     problems.extend(_duplicate_keys(replicas))
@@ -64,13 +118,17 @@ def parse_stack_config(kubernetes: Any, replicas: Any, policy: Any = None) -> St
 
 def _describe(item: Mapping[str, Any]) -> str:
     location = item["loc"]
-    blocks = {"kubernetes": KUBERNETES_KEY, "policy": POLICY_KEY}
-    path = blocks.get(location[0], REPLICAS_KEY) if location else REPLICAS_KEY
+    path = STACK_KEYS.get(location[0], REPLICAS_KEY) if location else REPLICAS_KEY
     for part in location[1:]:
         if part != "[key]":  # pydantic's marker of a mapping's key: the path already names it
             path += f"[{part}]" if isinstance(part, int) else f".{part}"
     message = str(item["msg"]).removeprefix("Value error, ")
-    if item["type"] == "missing":
+    if item["type"] == "missing" and path == REPLICAS_KEY:
+        message = (
+            "is required (missing or null is never read as no replicas); `[]` with "
+            f"{ALLOW_EMPTY_KEY}: true empties the namespace on purpose"
+        )
+    elif item["type"] == "missing":
         message = "is required"
     elif item["type"] == "extra_forbidden":
         message = "is not a known key"

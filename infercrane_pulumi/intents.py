@@ -40,6 +40,17 @@ KUBERNETES_KEY = f"{CONFIG_NAMESPACE}:kubernetes"
 IN_CLUSTER_CONTEXT = "in-cluster"
 REPLICAS_KEY = f"{CONFIG_NAMESPACE}:replicas"
 POLICY_KEY = f"{CONFIG_NAMESPACE}:policy"
+ALLOW_EMPTY_KEY = f"{CONFIG_NAMESPACE}:allowEmpty"
+# The stack-file key of each top-level field of ``StackConfig`` (by alias): all a stack file's
+# ``infercrane`` namespace may hold (``config_rules.parse_stack_section``).
+STACK_KEYS: Mapping[str, str] = {
+    "kubernetes": KUBERNETES_KEY,
+    "replicas": REPLICAS_KEY,
+    "policy": POLICY_KEY,
+    "allowEmpty": ALLOW_EMPTY_KEY,
+}
+# The engine's own namespace in a stack file: Pulumi reads and checks its keys itself.
+ENGINE_NAMESPACE = "pulumi"
 # How an operator stores kubeconfig contents encrypted (the refusal of plain text names it).
 SET_KUBECONFIG_SECRET = f"pulumi config set --secret --path '{KUBERNETES_KEY}.kubeconfig' < file"
 # Where the model cache is mounted unless a custom workload says otherwise; HF_HOME points there.
@@ -334,10 +345,15 @@ class StackConfig(_Model):
 
     kubernetes: KubernetesSettings
     """``infercrane:kubernetes``: where and how the intents are deployed."""
-    replicas: tuple[ReplicaIntent, ...] = ()
-    """``infercrane:replicas``: the replica intents."""
+    replicas: tuple[ReplicaIntent, ...]
+    """``infercrane:replicas``: the replica intents, the whole desired set: a key it no
+    longer names is deleted. Required (a missing or null list is refused, never read as
+    empty); ``[]`` empties the namespace, with ``allowEmpty``."""
     policy: PolicySettings = PolicySettings()
     """``infercrane:policy``: what the platform team allows."""
+    allow_empty: Annotated[bool, Field(strict=True)] = False
+    """``infercrane:allowEmpty``: an ``up`` may delete every replica the stack applied (an
+    empty ``replicas``); without it such a run is refused and changes nothing."""
 
 
 def effective_resources(settings: KubernetesSettings, intent: ReplicaIntent) -> Resources:

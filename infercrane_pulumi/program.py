@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pulumi
 
@@ -31,9 +32,9 @@ from infercrane_pulumi import kubeconfigs, naming, preflighted, records, workloa
 from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
 from infercrane_pulumi.config_files import plain_kubeconfig_problems
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_section
 from infercrane_pulumi.errors import ConfigError, DamagedStateError, InferCraneError
-from infercrane_pulumi.intents import CONFIG_NAMESPACE, KUBERNETES_KEY, StackConfig
+from infercrane_pulumi.intents import CONFIG_NAMESPACE, KUBERNETES_KEY, STACK_KEYS, StackConfig
 from infercrane_pulumi.policy.rules import Finding, enforce
 
 # What judges a configuration before anything is registered: the objects to register, or a
@@ -53,17 +54,24 @@ HOST_CONFIG_FILE_ENV = "INFERCRANE_PULUMI_CONFIG_FILE"
 PATCH_FORCE = "PULUMI_K8S_ENABLE_PATCH_FORCE"
 
 
-def config_from_pulumi() -> StackConfig:
+def config_from_pulumi(given: Iterable[str] = ()) -> StackConfig:
+    """The stack's configuration as the engine handed it to the program, validated as a stack
+    file is (``parse_stack_section``). ``given``: every key the engine handed, checked for
+    keys the program does not read (a driver serving the program has checked its file)."""
     config = pulumi.Config(CONFIG_NAMESPACE)
     # get_object also decrypts secret values (a kubeconfig set with --secret --path).
-    kubernetes = config.get_object("kubernetes")
+    section: dict[str, Any] = dict.fromkeys(given)
+    for field, key in STACK_KEYS.items():
+        value = config.get_object(field)
+        if value is not None:
+            section[key] = value
+        else:
+            section.pop(key, None)  # missing or null: the schema says which it must not be
     # Pulumi marks the whole `infercrane:kubernetes` object secret when a value in it is.
     secret = pulumi.runtime.is_config_secret(KUBERNETES_KEY)
-    plain = plain_kubeconfig_problems(kubernetes, secret=secret)
+    plain = plain_kubeconfig_problems(section.get(KUBERNETES_KEY), secret=secret)
     try:
-        parsed = parse_stack_config(
-            kubernetes, config.get_object("replicas"), config.get_object("policy")
-        )
+        parsed = parse_stack_section(section)
     except ConfigError as error:
         raise ConfigError(plain + list(error.problems)) from error
     if plain:
@@ -84,17 +92,19 @@ def build_program(
     on_delete: OnDelete,
     carried: Carried | None = None,
     report: Report | None = None,
+    given: Iterable[str] = (),
 ) -> Callable[[], None]:
     """The program: ``judge`` before any registration, then its objects registered, the
     ``carried`` keys exported as recorded, and every refusal handed to ``report`` before it
-    fails the run. ``kubeconfig``: the one its driver gives a stack that names none
+    fails the run. ``given``: every configuration key the engine handed
+    (``config_from_pulumi``). ``kubeconfig``: the one its driver gives a stack that names none
     (``kubeconfigs.resolved``), for this run alone: several runs are served from one process
     at once. ``on_delete``: what the engine's deletion of a key's component does (a driver
     deletes by itself: nothing; a person's run: ``delete_objects``)."""
 
     def program() -> None:
         try:
-            config = kubeconfigs.for_run(config_from_pulumi(), kubeconfig)
+            config = kubeconfigs.for_run(config_from_pulumi(given), kubeconfig)
             rendered = judge(config)
         except InferCraneError as error:
             if report is not None:
@@ -193,17 +203,20 @@ def served(
     return judge
 
 
-def load_host_config(environ: Mapping[str, str] = os.environ) -> None:
-    """Load the configuration from the file the hermetic language host names, if it named one.
+def load_host_config(environ: Mapping[str, str] = os.environ) -> frozenset[str]:
+    """Load the configuration from the file the hermetic language host names, if it named one;
+    every key the engine handed the program, either way.
 
     Pulumi hands a program its configuration in one environment variable, which Linux caps at
     128 KiB: a stack of ~1,000 intents would not start (pulumi/pulumi#8680). InferCrane's host
     also writes it to a private file; Pulumi's official host sets only the variable.
     """
     path = environ.get(HOST_CONFIG_FILE_ENV)
-    if path:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-        pulumi.runtime.set_all_config(document["config"], document["secretKeys"])
+    if not path:
+        return frozenset(pulumi.runtime.get_config_env())
+    document = json.loads(Path(path).read_text(encoding="utf-8"))
+    pulumi.runtime.set_all_config(document["config"], document["secretKeys"])
+    return frozenset(document["config"])
 
 
 def warn(findings: Sequence[Finding]) -> None:
@@ -231,7 +244,7 @@ def main(environ: Mapping[str, str] = os.environ) -> None:
     """The program as ``pulumi up`` runs it: preflight against the configured cluster, through
     the kubeconfig the stack names, else the one ``pulumi``'s own environment names, as kubectl
     reads it."""
-    load_host_config(environ)
+    given = load_host_config(environ)
 
     def preflight(rendered: workloads.Rendered) -> None:
         unforced(environ)
@@ -241,6 +254,7 @@ def main(environ: Mapping[str, str] = os.environ) -> None:
         judged(preflight),
         kubeconfig=kubeconfigs.from_environment(environ),
         on_delete=delete_objects,
+        given=given,
     )()
 
 

@@ -75,13 +75,19 @@ class NamespaceStack:
 
     # -- operations ------------------------------------------------------------------------
 
-    def ensure(self, intents: Sequence[ReplicaIntent]) -> results.StackResult:
-        """Make the namespace hold exactly ``intents``: create, update and delete as needed."""
-        return self._run("up", self.config(intents))
+    def ensure(
+        self, intents: Sequence[ReplicaIntent], *, allow_empty: bool = False
+    ) -> results.StackResult:
+        """Make the namespace hold exactly ``intents``: create, update and delete as needed.
+        No intents while the stack holds replicas is refused (``ConfigError``) unless
+        ``allow_empty``: an empty desired set is a take-down only on purpose."""
+        return self._run("up", self.config(intents, allow_empty=allow_empty))
 
-    def preview(self, intents: Sequence[ReplicaIntent]) -> results.StackResult:
+    def preview(
+        self, intents: Sequence[ReplicaIntent], *, allow_empty: bool = False
+    ) -> results.StackResult:
         """What ``ensure(intents)`` would change; writes nothing to the cluster."""
-        return self._run("preview", self.config(intents))
+        return self._run("preview", self.config(intents, allow_empty=allow_empty))
 
     def remove(self, external_key: str) -> results.StackResult:
         """Delete one key's objects and keep every other key as the stack applied it, its
@@ -122,12 +128,15 @@ class NamespaceStack:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def config(self, intents: Sequence[ReplicaIntent]) -> StackConfig:
+    def config(
+        self, intents: Sequence[ReplicaIntent], *, allow_empty: bool = False
+    ) -> StackConfig:
         """The stack's configuration, validated as a whole before anything is written."""
         return parse_stack_config(
             self.settings.model_dump(mode="json", by_alias=True, exclude_none=True),
             [intent.model_dump(mode="json", by_alias=True) for intent in intents],
             self.policy.model_dump(mode="json", by_alias=True, exclude_none=True),
+            allow_empty=allow_empty,
         )
 
     def stack(self) -> auto.Stack:

@@ -127,8 +127,12 @@ def run(
     # The one kubeconfig of this run, for its checks and its program alike (``kubeconfigs``).
     config = kubeconfigs.for_run(config, env.kubeconfig)
     # Rendered once: the policy, the verdict over the cluster and the program all take these
-    # (a destroy's desire is no object at all).
-    desired = config if operation != "destroy" else config.model_copy(update={"replicas": ()})
+    # (a destroy's desire is no object at all, on purpose).
+    desired = (
+        config
+        if operation != "destroy"
+        else config.model_copy(update={"replicas": (), "allow_empty": True})
+    )
     rendered = workloads.render(
         desired, stack=naming.stack_identity(project.PROJECT_NAME, stack.name)
     )

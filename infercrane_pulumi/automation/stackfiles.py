@@ -43,9 +43,9 @@ from infercrane_pulumi.config_files import (
     stack_file,
     write_config,
 )
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_section
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import KUBERNETES_KEY, POLICY_KEY, REPLICAS_KEY, StackConfig
+from infercrane_pulumi.intents import KUBERNETES_KEY, StackConfig
 
 
 def stack_name(path: Path) -> str:
@@ -163,7 +163,6 @@ def _with_kubeconfig(stack: auto.Stack, document: Any, config: StackConfig) -> S
     with stacks.pulumi_errors(stack.name):
         contents = stack.get_config(f"{KUBERNETES_KEY}.kubeconfig", path=True).value
     settings = config.kubernetes.model_dump(mode="json", by_alias=True, exclude_none=True)
-    section = document["config"]
-    return parse_stack_config(
-        settings | {"kubeconfig": contents}, section.get(REPLICAS_KEY), section.get(POLICY_KEY)
+    return parse_stack_section(
+        {**document["config"], KUBERNETES_KEY: settings | {"kubeconfig": contents}}
     )

@@ -17,13 +17,16 @@ from __future__ import annotations
 from infercrane_pulumi import workloads
 from infercrane_pulumi.cluster import deletion, preflight, verdict
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.errors import OwnershipError
+from infercrane_pulumi.errors import ConfigError, OwnershipError
 from infercrane_pulumi.intents import KubernetesSettings
 
 
 def check(cluster: Cluster, judged: verdict.Verdict, settings: KubernetesSettings) -> None:
     """Refuse (``OwnershipError``, ``RejectedError``...) a run whose verdict refuses an object,
-    or whose applied objects the API server or the workload's controller would not take."""
+    or whose applied objects the API server or the workload's controller would not take, and
+    (``ConfigError``) one that would empty the namespace not on purpose."""
+    if judged.emptying:
+        raise ConfigError(judged.emptying)
     refusals = judged.refusals()
     if refusals:
         raise OwnershipError(refusals)

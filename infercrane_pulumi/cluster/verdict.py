@@ -21,7 +21,9 @@ whichever workload API made it. An object is
 The deletion rule, once: an object is deleted only when its caller named it. An ``up`` (an
 ``ensure``, a person's ``pulumi up`` of a stack file) names the whole desired set, so every
 exactly-ours object of the stack outside it goes; a ``destroy`` names the whole stack; a
-``remove`` names its key alone (``judge``'s ``named``).
+``remove`` names its key alone (``judge``'s ``named``). An ``up`` that desires nothing while it
+would delete replicas empties the namespace: only on purpose (``allowEmpty``), so that a
+desired set that went missing is never a take-down (``Verdict.emptying``).
 
 The preflight (``ownership``), the verified no-op and targets (``automation.planning``), the
 refresh decision and the deletions all read this verdict; none decides again. Pure.
@@ -36,7 +38,7 @@ from typing import Any, Literal
 from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import object_subject, subject
 from infercrane_pulumi.cluster.preflight import Snapshot
-from infercrane_pulumi.intents import StackConfig
+from infercrane_pulumi.intents import ALLOW_EMPTY_KEY, REPLICAS_KEY, StackConfig
 from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.records import Applied, AppliedObject
@@ -67,6 +69,8 @@ class Verdict:
     objects: tuple[ObjectVerdict, ...]
     # What a refresh would find: an applied object gone, or carrying another intent.
     drift: tuple[str, ...] = ()
+    # Why the run must not go on: it would delete every replica, not on purpose (empty: it may).
+    emptying: tuple[str, ...] = ()
 
     def refusals(self) -> list[str]:
         return [reason for o in self.objects if o.action == "refuse" for reason in o.reasons]
@@ -223,7 +227,26 @@ def judge(
         named=named,
     )
     objects += _unlisted(record, live, settings.namespace)
-    return Verdict(tuple(objects), drift=tuple(_drift(desired.config, record, live)))
+    return Verdict(
+        tuple(objects),
+        drift=tuple(_drift(desired.config, record, live)),
+        emptying=_emptying(desired.config, objects, named),
+    )
+
+
+def _emptying(
+    config: StackConfig, objects: list[ObjectVerdict], named: frozenset[str] | None
+) -> tuple[str, ...]:
+    """An up of the whole desired set (not a ``remove`` of named keys) that desires no
+    replica and would delete some, without ``allowEmpty``. A destroy empties on purpose."""
+    deleted = sorted({o.key for o in objects if o.action == "delete"})
+    if config.replicas or config.allow_empty or named is not None or not deleted:
+        return ()
+    shown = ", ".join(deleted[:3]) + (f" and {len(deleted) - 3} more" if len(deleted) > 3 else "")
+    return (
+        f"{REPLICAS_KEY}: empty, so this run would delete every replica of the stack ({shown}); "
+        f"set {ALLOW_EMPTY_KEY}: true to empty the namespace on purpose, or run destroy",
+    )
 
 
 def _desired(obj: Manifest, live: Snapshot, record: Applied, unchanged: set[str]) -> ObjectVerdict:

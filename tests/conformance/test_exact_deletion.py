@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from pulumi import automation as auto
 
@@ -256,3 +257,32 @@ def test_a_persons_destroy_deletes_every_object_of_the_stack_or_refuses_changing
         return True if not pods.items else None
 
     wait_for(pods_of_ours, timeout=120, what="the destroyed replicas' Pods to be gone")
+
+
+def test_a_misspelt_replicas_key_changes_nothing_on_any_path(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The stack file's replicas key misspelt once read as "no replicas", which deleted every
+    replica on every path. Now a person's ``pulumi up`` and the command line's ``up`` (the
+    runner's) refuse it, each saying why, and every object keeps its uid."""
+    harness.configure([replica("typo-a"), replica("typo-b")])
+    harness.up()
+
+    def uids() -> dict[tuple[str, str], str | None]:
+        return {(k.kind, key): uid(harness, k, key) for k in KINDS for key in ("typo-a", "typo-b")}
+
+    before = uids()
+    assert None not in before.values()
+    document = yaml.safe_load(harness.stack_file.read_text())
+    document["config"]["infercrane:replica"] = document["config"].pop("infercrane:replicas")
+    harness.stack_file.write_text(yaml.safe_dump(document))
+    said = "infercrane:replica: is not a known key; did you mean infercrane:replicas?"
+
+    person = by_hand(harness, tmp_path, on_event=lambda _event: None, check=False)
+    assert person.returncode != 0
+    assert said in person.stdout + person.stderr
+
+    code, envelope, _ = finished(cli(harness, "up"))
+    assert (code, envelope["ok"], envelope["error"]["code"]) == (2, False, "invalid-config")
+    assert said in envelope["error"]["problems"]
+    assert uids() == before

@@ -55,6 +55,17 @@ class FakeTransport:
         return Response(404, {"kind": "Status", "reason": "NotFound"})
 
 
+class Deleting(FakeTransport):
+    """Deletes what it holds on DELETE (unless ``answers`` says otherwise)."""
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Response:
+        answer = super().request(method, path, **kwargs)
+        if method == "DELETE" and (method, path) not in self.answers:
+            self.live.pop(path, None)
+            return Response(200, {})
+        return answer
+
+
 def config(**settings: Any) -> StackConfig:
     return parse_stack_config(samples.kubernetes(**settings), [samples.replica()])
 

@@ -6,6 +6,7 @@ import asyncio
 import atexit
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,10 +113,13 @@ def run_program(
     preview: bool = False,
     secret_keys: tuple[str, ...] = (),
     kubeconfig: str | None = DRIVER_KUBECONFIG,
+    section: Mapping[str, Any] | None = None,
 ) -> Run:
     """Run ``build_program`` once with the given config blocks (``secret_keys``: the config
     keys Pulumi holds as secrets) and what a driver hands it (``kubeconfig``: the driver's);
-    never raises the program error."""
+    never raises the program error. ``section``: the whole configuration the engine hands
+    over instead, every key of it as a stack file spells it, as a person's ``pulumi up`` has
+    it."""
     # The mocks make futures before any loop runs. Python 3.11 gave the thread a loop
     # implicitly; 3.12+ warns instead, unless one is set: ours, one for the process, as 3.11's.
     asyncio.set_event_loop(_loop())
@@ -127,19 +131,17 @@ def run_program(
         preview=preview,
         monitor=_RecordingMonitor(run),
     )
-    pulumi.runtime.set_all_config(
-        {
-            "infercrane:kubernetes": json.dumps(kubernetes),
-            "infercrane:replicas": json.dumps(replicas),
-        },
-        list(secret_keys),
-    )
+    if section is None:
+        section = {"infercrane:kubernetes": kubernetes, "infercrane:replicas": replicas}
+    handed = {key: json.dumps(value) for key, value in section.items()}
+    pulumi.runtime.set_all_config(handed, list(secret_keys))
     program = build_program(
         judged(preflight or (lambda rendered: None)),
         kubeconfig=kubeconfig,
         on_delete=lambda _config, _key: None,
         carried=carried,
         report=report,
+        given=handed,
     )
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]

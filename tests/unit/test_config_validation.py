@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from infercrane_pulumi.config_files import load_stack_file
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config_rules import parse_stack_config, parse_stack_section
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import Resources, effective_resources
 from tests.unit import samples
@@ -511,8 +511,107 @@ def test_image_with_tag_and_digest_is_pinned() -> None:
     assert config.kubernetes.image_digest == image
 
 
-def test_zero_intents_is_a_valid_empty_stack() -> None:
-    assert parse_stack_config(samples.kubernetes(), None).replicas == ()
+def test_an_empty_list_is_a_stack_of_no_intents_and_null_is_refused() -> None:
+    assert parse_stack_config(samples.kubernetes(), []).replicas == ()
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config(samples.kubernetes(), None)
+    assert refused.value.problems == (f"{R}: {REQUIRED}",)
+
+
+REQUIRED = (
+    "is required (missing or null is never read as no replicas); `[]` with "
+    "infercrane:allowEmpty: true empties the namespace on purpose"
+)
+DEMO = Path(__file__).parents[2] / "stacks" / "Pulumi.demo.yaml"
+
+
+def _demo_section() -> dict[str, Any]:
+    section: dict[str, Any] = yaml.safe_load(DEMO.read_text(encoding="utf-8"))["config"]
+    return section
+
+
+def _renamed(old: str, new: str) -> dict[str, Any]:
+    return {new if key == old else key: value for key, value in _demo_section().items()}
+
+
+KNOWN = (
+    "known: infercrane:allowEmpty, infercrane:kubernetes, infercrane:policy, infercrane:replicas"
+)
+# The demo stack file with one edit a person makes by accident, and every line it is refused
+# with: each read as "no replicas" once, which deleted every replica.
+TYPOS: list[tuple[str, dict[str, Any], list[str]]] = [
+    (
+        "the s missing",
+        _renamed(R, "infercrane:replica"),
+        [
+            "infercrane:replica: is not a known key; did you mean infercrane:replicas?",
+            f"{R}: {REQUIRED}",
+        ],
+    ),
+    (
+        "the namespace misspelt",
+        _renamed(R, "infercrance:replicas"),
+        [
+            "infercrance:replicas: is not read by this program (it reads infercrane: and "
+            "pulumi: keys only); did you mean infercrane:replicas?",
+            f"{R}: {REQUIRED}",
+        ],
+    ),
+    (
+        "the key deleted",
+        {key: value for key, value in _demo_section().items() if key != R},
+        [f"{R}: {REQUIRED}"],
+    ),
+    ("null", {**_demo_section(), R: None}, [f"{R}: {REQUIRED}"]),
+    (
+        "an unknown key beside a good list",
+        {**_demo_section(), "infercrane:replicaz": []},
+        ["infercrane:replicaz: is not a known key; did you mean infercrane:replicas?"],
+    ),
+    (
+        "a key of no namespace (the project's)",
+        {**_demo_section(), "replicas": []},
+        [f"replicas: is not a known key; {KNOWN}"],
+    ),
+    (
+        "another package's key",
+        {**_demo_section(), "kubernetes:context": "prod"},
+        [
+            "kubernetes:context: is not read by this program (it reads infercrane: and pulumi: "
+            f"keys only); {KNOWN}"
+        ],
+    ),
+    (
+        "allowEmpty as a string",
+        {**_demo_section(), "infercrane:allowEmpty": "yes"},
+        ["infercrane:allowEmpty: Input should be a valid boolean"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"), [case[1:] for case in TYPOS], ids=[case[0] for case in TYPOS]
+)
+def test_a_stack_file_that_does_not_say_what_it_wants_is_refused_by_every_reader(
+    section: dict[str, Any], expected: list[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "Pulumi.demo.yaml"
+    path.write_text(yaml.safe_dump({"config": section}), encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_stack_file(path)  # render, doctor, diff and every run read it so
+    assert list(refused.value.problems) == expected
+
+    # A person's `pulumi up`: the engine hands the program every key of the file.
+    run = run_program(None, None, section=section)
+    assert isinstance(run.error, Exception)
+    assert all(line in str(run.error) for line in expected), run.error
+    assert run.registrations == []
+
+
+def test_the_engines_own_keys_and_allow_empty_are_read() -> None:
+    section = {**_demo_section(), "pulumi:tags": {"team": "a"}, "infercrane:allowEmpty": True}
+    assert parse_stack_section(section).allow_empty is True
+    assert parse_stack_section(_demo_section()).allow_empty is False
 
 
 def test_kubeconfig_contents_are_accepted_and_never_shown_in_a_repr() -> None:

@@ -12,7 +12,7 @@ from infercrane_pulumi.cluster.verdict import Doomed, judge
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.workloads import render
-from tests.unit.fake_cluster import NS, FakeTransport, config
+from tests.unit.fake_cluster import NS, Deleting, config
 from tests.unit.test_run import STACK, applied
 
 
@@ -24,17 +24,6 @@ def everything(live: list[dict[str, Any]]) -> list[Doomed]:
     }
     nothing = config().model_copy(update={"replicas": ()})
     return judge(render(nothing, stack=STACK), snapshot).doomed()
-
-
-class Deleting(FakeTransport):
-    """Deletes what it holds on DELETE (unless ``answers`` says otherwise)."""
-
-    def request(self, method: str, path: str, **kwargs: Any) -> Response:
-        answer = super().request(method, path, **kwargs)
-        if method == "DELETE" and (method, path) not in self.answers:
-            self.live.pop(path, None)
-            return Response(200, {})
-        return answer
 
 
 def test_each_object_is_deleted_by_its_uid_then_looked_for_once_more() -> None:

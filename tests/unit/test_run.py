@@ -18,7 +18,7 @@ from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.run import Held, RunOptions, run
 from infercrane_pulumi.carried import Carried
-from infercrane_pulumi.cluster import client
+from infercrane_pulumi.cluster import client, ownership
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.verdict import Doomed
 from infercrane_pulumi.config_rules import parse_stack_config
@@ -37,7 +37,7 @@ from infercrane_pulumi.records import Applied, AppliedObject
 from infercrane_pulumi.review import changes
 from infercrane_pulumi.review.changes import Left
 from tests.unit import samples
-from tests.unit.fake_cluster import NS, FakeTransport, live_copy
+from tests.unit.fake_cluster import NS, Deleting, FakeTransport, live_copy
 
 OURS = [("infercrane-provider-v1", "Apply")]
 HELD = Held("s1", None)  # a stack held without a lease (the file backend)
@@ -101,7 +101,11 @@ def run_plan(
 ) -> Plan:
     """``plan_run`` of ``config``'s objects as the stack ``STACK`` renders them (a destroy's:
     none, as ``run`` renders them)."""
-    desired = config if operation != "destroy" else config.model_copy(update={"replicas": ()})
+    desired = (
+        config
+        if operation != "destroy"
+        else config.model_copy(update={"replicas": (), "allow_empty": True})
+    )
     return plan_run(cluster, operation, workloads.render(desired, stack=STACK), recorded, **given)
 
 
@@ -238,8 +242,8 @@ def test_a_destroy_checks_ownership_then_deletes_each_object_by_the_uid_it_check
 
 def test_what_a_dead_run_created_for_an_undesired_key_is_deleted_without_the_engine() -> None:
     """A run that died created key b's objects and recorded nothing: the next run of the same
-    stack (otherwise a verified no-op, or a stack emptied of intents) deletes exactly them;
-    objects of the same shape carrying another stack's identity are never touched."""
+    stack (otherwise a verified no-op, or a stack emptied of intents on purpose) deletes exactly
+    them; objects of the same shape carrying another stack's identity are never touched."""
     kept = stack("a")
     stray = applied(stack("b"))
     other = applied(stack("c"))
@@ -251,7 +255,7 @@ def test_what_a_dead_run_created_for_an_undesired_key_is_deleted_without_the_eng
     emptied = run_plan(
         Cluster(FakeTransport(live=stray + other)),
         "up",
-        stack(),
+        stack().model_copy(update={"allow_empty": True}),
         Applied(),
         refresh=False,
     )
@@ -462,3 +466,56 @@ def test_a_policy_pack_the_engine_could_not_run_refuses_before_the_cluster_is_to
     assert refused.value.problems == (
         f"policy pack {tmp_path}: no PulumiPolicy.yaml naming a Python virtualenv",
     )
+
+
+EMPTYING = (
+    "infercrane:replicas: empty, so this run would delete every replica of the stack (a, b); "
+    "set infercrane:allowEmpty: true to empty the namespace on purpose, or run destroy"
+)
+
+
+@pytest.mark.parametrize("operation", ["up", "preview"])
+@pytest.mark.parametrize("caller", ["driver", "driver without a record", "person"])
+def test_an_empty_desired_set_never_takes_a_namespace_down_by_surprise(
+    operation: Operation, caller: str
+) -> None:
+    """No replicas wanted while the stack holds two: refused in one line before any write,
+    whether the stack's record is known (a driver) or not, and by the program a person runs
+    (``ownership.guard``, the same verdict); on purpose, both are deleted."""
+    live = applied(stack("a", "b"))
+    recorded = record(stack("a", "b")) if caller == "driver" else Applied()
+
+    def deletes(config: StackConfig) -> tuple[Doomed, ...] | list[str]:
+        transport = Deleting(live=live)
+        if caller == "person":
+            rendered = workloads.render(config, stack=STACK)
+            ownership.guard(Cluster(transport), rendered, deleting=operation == "up")
+            return [path for method, path, _ in transport.requests if method == "DELETE"]
+        return run_plan(Cluster(transport), operation, config, recorded, refresh=False).deletions
+
+    with pytest.raises(ConfigError) as refused:
+        deletes(stack())
+    assert refused.value.problems == (EMPTYING,)
+    on_purpose = deletes(stack().model_copy(update={"allow_empty": True}))
+    assert len(on_purpose) == (len(live) if operation == "up" else 0)
+
+
+def test_a_destroy_a_removal_of_the_last_key_and_an_empty_new_stack_need_no_allow_empty() -> None:
+    """Each says what it deletes by itself: a destroy the whole stack, a ``remove`` its key; a
+    stack that holds nothing deletes nothing."""
+    live = applied(stack("a"))
+    destroyed = run_plan(
+        Cluster(FakeTransport(live=live)), "destroy", stack("a"), record(stack("a")), refresh=False
+    )
+    assert destroyed.deletions == doomed(live)
+    removed = run_plan(
+        Cluster(FakeTransport(live=live)),
+        "up",
+        stack(),
+        record(stack("a")),
+        refresh=False,
+        named=frozenset({"a"}),
+    )
+    assert removed.deletions == doomed(live)
+    fresh = run_plan(Cluster(FakeTransport(live=[])), "up", stack(), Applied(), refresh=False)
+    assert fresh.deletions == ()

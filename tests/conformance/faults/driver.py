@@ -110,7 +110,8 @@ def answer(call: Mapping[str, Any], stack: Callable[[str], NamespaceStack]) -> d
         if call["op"] == "remove":
             return _result(chosen.remove(call["key"]))
         intents = [ReplicaIntent.model_validate(entry) for entry in call["intents"]]
-        return _result(chosen.ensure(intents))
+        # The rule's model: ``ensure`` names the whole desired set, empty ones included.
+        return _result(chosen.ensure(intents, allow_empty=True))
     except InferCraneError as error:
         return {"ok": False, "error": error.to_record()}
 
