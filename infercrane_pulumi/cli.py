@@ -36,7 +36,7 @@ from infercrane_pulumi.automation import (
 from infercrane_pulumi.automation.environment import pulumi_paths
 from infercrane_pulumi.cluster import client, doctor
 from infercrane_pulumi.components import PLUGIN_VERSION
-from infercrane_pulumi.config_files import load_stack_file, stack_file
+from infercrane_pulumi.config_files import QUIET_SECONDS, load_stack_file, stack_file
 from infercrane_pulumi.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -144,7 +144,14 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
     remove_key = args.key if args.command == "remove" else None
     operation: Operation = "up" if remove_key is not None else args.command
     result = run_stack_file(
-        _stack_file(args), env, operation, options=options, remove_key=remove_key
+        _stack_file(args),
+        env,
+        operation,
+        options=options,
+        remove_key=remove_key,
+        configmap=getattr(args, "configmap", None),
+        # The loop reads a file someone else rewrites when they please: only once it is quiet.
+        quiet=QUIET_SECONDS if getattr(args, "every", None) is not None else 0.0,
     )
     if args.format == "markdown":
         return views.Result(args.command, True, text=comments.comment([result]))
@@ -247,6 +254,17 @@ def _policy_pack(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _configmap(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--configmap",
+        metavar="NAME",
+        help="apply the stack file as ConfigMap NAME of the stack's namespace holds it (under "
+        "the file's name), read from the API server once the stack is held and never older "
+        "than the version the stack applied; the file itself (the kubelet's copy) only says "
+        "how to reach the cluster. Needs `get` on that ConfigMap",
+    )
+
+
 def _every(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--every",
@@ -315,13 +333,19 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "preview",
         "what `up` would change, per external key (writes nothing)",
-        (*RUN, _refresh, _policy_pack, _format(("table", "json", "markdown"), "table")),
+        (
+            *RUN,
+            _refresh,
+            _policy_pack,
+            _configmap,
+            _format(("table", "json", "markdown"), "table"),
+        ),
         run_stack,
     ),
     Command(
         "up",
         "apply the stack: ownership preflight, server-side apply (never forced)",
-        (*RUN, _refresh, _policy_pack, _every),
+        (*RUN, _refresh, _policy_pack, _configmap, _every),
         run_stack,
     ),
     Command(

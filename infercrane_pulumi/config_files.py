@@ -1,14 +1,16 @@
-"""Stack files: where a project keeps them, reading one (from disk or a git revision), writing
-one (every writer's one way: ``write_config``), and the refusal of kubeconfig contents in plain
-text. The document's ``config`` section goes
-through ``config_rules.parse_stack_section``, as the program's own configuration does.
+"""Stack files: where a project keeps them, reading one (from disk, once it is whole:
+``read_settled``, or from a git revision), writing one (every writer's one way:
+``write_config``), and the refusal of kubeconfig contents in plain text. The document's
+``config`` section goes through ``config_rules.parse_stack_section``, as the program's own
+configuration does.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import yaml
 
 from infercrane_pulumi import naming
 from infercrane_pulumi.config_rules import parse_stack_section
-from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.errors import ConfigError, StaleDesiredStateError
 from infercrane_pulumi.intents import (
     ALLOW_EMPTY_KEY,
     KUBERNETES_KEY,
@@ -53,11 +55,53 @@ def dump_document(document: Any) -> str:
 
 def load_stack_file(path: Path) -> StackConfig:
     """Read a ``stacks/Pulumi.<stack>.yaml`` file and validate its ``config`` section."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError([f"{path}: cannot read ({error.strerror})"]) from error
-    return parse_stack_text(text, source=str(path))
+    return parse_stack_text(read_settled(path), source=str(path))
+
+
+# What ``up --every`` waits for before it reads the file it watches: nothing written to it for
+# this long, so that a writer that rewrites it in place (not by rename) is never read half-way,
+# unless it pauses this long midway. A one-shot command is called by whoever wrote the file,
+# once written: it only makes sure the file did not change while it was read.
+QUIET_SECONDS = 1.0
+# How long a file may keep changing before a reader gives up (retryably).
+SETTLE_SECONDS = 30.0
+
+
+def read_settled(
+    path: Path,
+    *,
+    quiet: float = 0.0,
+    within: float = SETTLE_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """``path``'s text once it has been left alone for ``quiet`` seconds and did not change
+    while it was read (``StaleDesiredStateError`` if it keeps changing for ``within``)."""
+    deadline = time.monotonic() + within
+    previous: str | None = None
+    while True:
+        try:
+            before = path.stat()
+            text = path.read_text(encoding="utf-8")
+            after = path.stat()
+        except OSError as error:
+            raise ConfigError([f"{path}: cannot read ({error.strerror})"]) from error
+        age = time.time() - after.st_mtime
+        whole = (after.st_ino, after.st_size, after.st_mtime_ns) == (
+            before.st_ino,
+            before.st_size,
+            before.st_mtime_ns,
+        )
+        # A modification time ahead of this clock (another host's) says nothing: then two
+        # reads ``quiet`` apart must agree.
+        if whole and (age >= quiet or (age < 0 and text == previous)):
+            return text
+        if time.monotonic() >= deadline:
+            raise StaleDesiredStateError(
+                f"{path}: still being written after {within:g} s; write it aside and rename "
+                "it into place"
+            )
+        previous = text
+        sleep(quiet - age if 0 <= age < quiet else quiet)
 
 
 def parse_stack_text(text: str, *, source: str) -> StackConfig:

@@ -114,6 +114,14 @@ class UnsettledStateError(InferCraneError):
     retryable = True
 
 
+class StaleDesiredStateError(InferCraneError):
+    """The desired state read is older than one the stack already applied, or was still being
+    written when read; nothing was changed. Retryable: the next run reads it again."""
+
+    code = "stale-desired-state"
+    retryable = True
+
+
 class RunFailedError(InferCraneError):
     """A Pulumi operation failed for a reason the program did not report itself."""
 
@@ -160,6 +168,7 @@ ERRORS: Mapping[str, type[InferCraneError]] = {
         BackendRefusedError,
         StackBusyError,
         UnsettledStateError,
+        StaleDesiredStateError,
         RunFailedError,
         EngineUnsupportedError,
         DamagedStateError,
@@ -183,6 +192,7 @@ EXIT_CODES: Mapping[str, int] = {
     BackendRefusedError.code: EXIT_FAILED,
     StackBusyError.code: EXIT_BUSY,
     UnsettledStateError.code: EXIT_BUSY,
+    StaleDesiredStateError.code: EXIT_BUSY,
     RunFailedError.code: EXIT_FAILED,
     EngineUnsupportedError.code: EXIT_FAILED,
     DamagedStateError.code: EXIT_FAILED,

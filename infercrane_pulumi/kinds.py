@@ -49,3 +49,5 @@ INFERENCE_SERVICE = Kind(
 )
 POD = Kind("Pod", "", "v1", "pods")
 KINDS = {kind.kind: kind for kind in (DEPLOYMENT, SERVICE, INFERENCE_SERVICE, POD)}
+# Not ours: the stack file a runner reads from the API server (``cluster.desired``).
+CONFIG_MAP = Kind("ConfigMap", "", "v1", "configmaps")

@@ -25,6 +25,7 @@ NAMESPACE_OUTPUT = "namespace"
 WORKLOAD_API_OUTPUT = "workloadApi"
 SETTINGS_OUTPUT = naming.SETTINGS_OUTPUT
 REPLICAS_OUTPUT = "replicas"
+DESIRED_OUTPUT = "desiredVersion"
 
 T = TypeVar("T")
 
@@ -59,6 +60,24 @@ class AppliedObject:
 
 
 @dataclass(frozen=True)
+class DesiredVersion:
+    """Which version of the desired state a run applied, when it read it from the API server:
+    the ConfigMap (``source``: ``ConfigMap/<namespace>/<name>``, and its uid) and its
+    ``resourceVersion`` as that read returned it."""
+
+    source: str
+    uid: str
+    resource_version: str
+
+    def record(self) -> dict[str, str]:
+        return {"source": self.source, "uid": self.uid, "resourceVersion": self.resource_version}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> DesiredVersion:
+        return cls(str(record["source"]), str(record["uid"]), str(record["resourceVersion"]))
+
+
+@dataclass(frozen=True)
 class Applied:
     """What the stack's outputs say it applied last: each key's intent and objects, and the
     settings it applied them with (None in outputs written before they were recorded)."""
@@ -69,6 +88,9 @@ class Applied:
     # Each key's record in the outputs, exactly as the program wrote it: what a run that
     # leaves a verified key out of the program exports for it (``carried``).
     records: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The version of the desired state the run read from the API server (None: it was given
+    # a file, or ran by hand).
+    desired: DesiredVersion | None = None
 
     def config(self, given: KubernetesSettings) -> StackConfig:
         """What the stack applied, as a configuration (validated as a whole): its intents
@@ -92,7 +114,9 @@ def from_outputs(outputs: Mapping[str, Any]) -> Applied:
     ``TypeError`` or ``AttributeError`` for a shape the program never writes."""
     replicas = (outputs.get(REPLICAS_OUTPUT) or {}).values()
     settings = outputs.get(SETTINGS_OUTPUT)
+    desired = outputs.get(DESIRED_OUTPUT)
     return Applied(
+        desired=None if desired is None else DesiredVersion.from_record(desired),
         settings=None if settings is None else KubernetesSettings.model_validate(settings),
         intents=tuple(ReplicaIntent.model_validate(entry["intent"]) for entry in replicas),
         objects={

@@ -128,9 +128,7 @@ class NamespaceStack:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def config(
-        self, intents: Sequence[ReplicaIntent], *, allow_empty: bool = False
-    ) -> StackConfig:
+    def config(self, intents: Sequence[ReplicaIntent], *, allow_empty: bool = False) -> StackConfig:
         """The stack's configuration, validated as a whole before anything is written."""
         return parse_stack_config(
             self.settings.model_dump(mode="json", by_alias=True, exclude_none=True),

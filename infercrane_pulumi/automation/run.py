@@ -66,7 +66,7 @@ from infercrane_pulumi.errors import (
 from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.policy import rules
 from infercrane_pulumi.policy.rules import Finding
-from infercrane_pulumi.records import Applied
+from infercrane_pulumi.records import Applied, DesiredVersion
 
 Printer = engine.Printer
 EventHandler = engine.EventHandler
@@ -110,12 +110,14 @@ def run(
     applied: Applied | None = None,
     named: frozenset[str] | None = None,
     options: RunOptions = DEFAULT_OPTIONS,
+    desired_version: DesiredVersion | None = None,
 ) -> results.StackResult:
     """Run ``operation`` on ``stack``, whose configuration is ``config``, while its caller
     holds it (``held``, from ``exclusive``, taken once per run); per-key results.
     ``applied``: what the stack applied last, when the caller has just read it; ``named``: the
     keys a ``remove`` deletes (None: ``config`` is the whole desired set, or a destroy: the
-    deletion rule of ``cluster.verdict``)."""
+    deletion rule of ``cluster.verdict``); ``desired_version``: the version of the desired state
+    ``config`` was read from (``cluster.desired``), recorded with what the run applies."""
     lease = held.lease
     events: list[auto.EngineEvent] = []
 
@@ -185,6 +187,7 @@ def run(
                 lease=lease,
                 on_event=record,
                 memory=engine.memory_limit(_held(rendered, last_run), os.environ),
+                desired_version=desired_version,
             )
             if engine_first:
                 deletion.delete_all(cluster, config.kubernetes, plan.deletions)
@@ -250,6 +253,7 @@ def _engine(
     lease: leases.Lease | None,
     on_event: EventHandler,
     memory: Mapping[str, str],
+    desired_version: DesiredVersion | None,
 ) -> None:
     """Engine attempts until one is not refused as busy. Without a lease: what a dead run
     left is recovered before each, and a live holder is waited for up to ``wait_seconds``.
@@ -279,6 +283,7 @@ def _engine(
                 on_event=on_event,
                 on_output=options.on_output,
                 variables=variables,
+                desired_version=desired_version,
             )
         except StackBusyError:
             if lease is None and time.monotonic() < deadline:

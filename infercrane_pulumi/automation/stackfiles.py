@@ -10,6 +10,10 @@ stack is the same one in the backend as the repository project's (same project n
 person's ``pulumi up`` and these runs share state. ``remove`` and ``inspect`` answer as
 ``NamespaceStack`` does, from what the stack applied (``stacks.removal``,
 ``stacks.observe_applied``): the file gives them its kubeconfig, never its pending edits.
+
+A run given a ConfigMap (the runner's ``up --configmap``) applies the stack file as the API
+server holds it there, read once the stack is held (``cluster.desired``), never its own copy of
+it: the file (the kubelet's copy) only says where to read it and wakes the runner's loop.
 """
 
 from __future__ import annotations
@@ -35,17 +39,19 @@ from infercrane_pulumi.automation.run import (
     exclusive,
     run,
 )
-from infercrane_pulumi.cluster import client, observe
+from infercrane_pulumi.cluster import client, desired, observe
 from infercrane_pulumi.config_files import (
     STACK_FILE,
     load_document,
     parse_stack_text,
+    read_settled,
     stack_file,
     write_config,
 )
 from infercrane_pulumi.config_rules import parse_stack_section
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.intents import KUBERNETES_KEY, StackConfig
+from infercrane_pulumi.records import DesiredVersion
 
 
 def stack_name(path: Path) -> str:
@@ -64,6 +70,15 @@ class _Opened:
     document: dict[str, Any]  # the file's YAML
     copy: Path  # the file's copy, which the program reads
     held: Held | None  # the stack held for a run (None: opened for a read)
+    desired: _Read | None = None  # read from a ConfigMap (None: the file is the stack file)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """The stack file as the API server held it, and whether its versions may be ordered."""
+
+    version: DesiredVersion
+    ordered: bool
 
 
 def run_stack_file(
@@ -73,17 +88,28 @@ def run_stack_file(
     *,
     options: RunOptions = DEFAULT_OPTIONS,
     remove_key: str | None = None,
+    configmap: str | None = None,
+    quiet: float = 0.0,
 ) -> StackResult:
     """Run ``operation`` on the stack ``path`` configures. With ``remove_key``: the one
     ``remove`` (``stacks.removal``), an ``up`` of what the stack applied (its intents and its
     settings) without that key; the file gives only its kubeconfig, none of its pending
-    edits."""
+    edits. With ``configmap``: the stack file that ConfigMap of the stack's namespace holds
+    under the file's name, read from the API server once the stack is held, never older than
+    the version the stack applied (``cluster.desired``). ``quiet``: how long the file must
+    have been left alone before it is read (``config_files.read_settled``)."""
     # Held from the stack's opening (its creation, the first time; see NamespaceStack._run)
     # to the run's end, so that what it reads stays true.
-    with _opened(path, env, held_for=options.wait_seconds) as opened:
+    with _opened(
+        path, env, held_for=options.wait_seconds, configmap=configmap, quiet=quiet
+    ) as opened:
         stack = opened.stack
         if remove_key is None:
             config, applied = opened.config, stacks.applied(stack)
+            if opened.desired is not None:
+                desired.check_order(
+                    opened.desired.version, applied.desired, ordered=opened.desired.ordered
+                )
         else:
             config, applied = stacks.removal(
                 stack,
@@ -102,6 +128,7 @@ def run_stack_file(
             applied=applied,
             named=None if remove_key is None else frozenset({remove_key}),
             options=options,
+            desired_version=None if opened.desired is None else opened.desired.version,
         )
 
 
@@ -125,22 +152,33 @@ def inspect_stack_file(
 
 @contextlib.contextmanager
 def _opened(
-    path: Path, env: PulumiEnvironment, *, held_for: float | None = None
+    path: Path,
+    env: PulumiEnvironment,
+    *,
+    held_for: float | None = None,
+    configmap: str | None = None,
+    quiet: float = 0.0,
 ) -> Iterator[_Opened]:
     """The file validated all-or-nothing before anything runs, then its stack (opened under
-    its lease, waited for up to ``held_for`` seconds, unless None: a read)."""
+    its lease, waited for up to ``held_for`` seconds, unless None: a read); with
+    ``configmap``, the stack file read from it once held, validated as well."""
     name = stack_name(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read ({error.strerror})") from error
+    text = read_settled(path, quiet=quiet)
     config = parse_stack_text(text, source=str(path))
-    document: dict[str, Any] = load_document(text)
     with (
         contextlib.ExitStack() as entered,
         tempfile.TemporaryDirectory(prefix="infercrane-workspace-") as scratch,
     ):
         held = None if held_for is None else entered.enter_context(exclusive(env, name, held_for))
+        read = None
+        if configmap is not None:
+            settings = config.kubernetes
+            cluster = client.connect(kubeconfigs.resolved(settings, env.kubeconfig))
+            found = desired.read(cluster, settings.namespace, configmap, path.name)
+            text = found.text
+            config = parse_stack_text(text, source=found.version.source)
+            read = _Read(found.version, desired.comparable(cluster.version()))
+        document: dict[str, Any] = load_document(text)
         workspace = project.write_project(Path(scratch))
         copy = stack_file(workspace, name)
         copy.write_text(text, encoding="utf-8")
@@ -149,7 +187,7 @@ def _opened(
             # Encrypted contents: this process reads the cluster with them too, as the
             # program will (and so the program knows its preflight has run).
             config = _with_kubeconfig(stack, document, config)
-        yield _Opened(stack, config, document, copy, held)
+        yield _Opened(stack, config, document, copy, held, read)
 
 
 def _rewrite(opened: _Opened, config: StackConfig) -> None:

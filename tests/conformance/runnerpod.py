@@ -133,6 +133,15 @@ class Runner:
         budget: Any = shipped("PodDisruptionBudget")
         budget["metadata"] |= placed
         client.PolicyV1Api(self.api).create_namespaced_pod_disruption_budget(self.namespace, budget)
+        # Its read of the stack file from the API server (``--configmap``), as shipped.
+        rbac = client.RbacAuthorizationV1Api(self.api)
+        role: Any = shipped("Role")
+        role["metadata"] |= placed
+        rbac.create_namespaced_role(self.namespace, role)
+        binding: Any = shipped("RoleBinding")
+        binding["metadata"] |= placed
+        binding["subjects"][0]["namespace"] = self.namespace
+        rbac.create_namespaced_role_binding(self.namespace, binding)
 
     def stop(self) -> None:
         """No more runs: the Deployment deleted (its Pods go with it)."""

@@ -89,6 +89,15 @@ def test_roles_grant_only_the_owned_resources_and_no_rbac_power() -> None:
         "infercrane-observe-pods": [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
         ],
+        # The runner's stack file, that one ConfigMap by name, read only.
+        "infercrane-runner-stack": [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": ["infercrane-stack"],
+                "verbs": ["get"],
+            },
+        ],
     }
     for name, role_rules in rules.items():
         # Only the optional observation Role may read Pods, and it may only read them.
@@ -113,6 +122,7 @@ def test_role_bindings_bind_our_roles_to_the_control_plane_account() -> None:
         "infercrane-provider-deployment",
         "infercrane-provider-kserve",
         "infercrane-observe-pods",
+        "infercrane-runner-stack",
     }
     for binding in bindings:
         assert binding["roleRef"]["kind"] == "Role"
@@ -205,7 +215,15 @@ def test_the_runner_runs_as_the_shipped_account_hardened_and_digest_pinned() -> 
     }
     [runner] = pod["containers"]
     assert runner["args"][:2] == ["up", "--stack"] and "--every" in runner["args"]
+    # Each run applies the stack file as the API server holds it, the one the Role may read.
+    configmap = runner["args"][runner["args"].index("--configmap") + 1]
+    assert configmap == pod_volume(pod, "stack")["configMap"]["name"] == "infercrane-stack"
     assert [e["name"] for e in runner["env"]] == ["POD_NAMESPACE", "PULUMI_BACKEND_URL"]
+
+
+def pod_volume(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    [volume] = [v for v in pod["volumes"] if v["name"] == name]
+    return dict(volume)
 
 
 def test_the_runner_policy_lets_it_reach_the_api_server_dns_and_the_backend_only() -> None:

@@ -1,0 +1,96 @@
+"""Issue 59: a run given the stack's ConfigMap (the runner's ``up --configmap``) applies the stack
+file as the API server holds it, read once the stack is held, whatever its own copy (the
+kubelet's, which lags) says, and records which version it applied; without the shipped Role's
+one ``get`` it is refused and changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from infercrane_pulumi import kinds
+from infercrane_pulumi.automation import stacks
+from infercrane_pulumi.records import DesiredVersion
+from tests.conformance.harness import Harness, replica
+from tests.conformance.runnerpod import shipped
+from tests.conformance.test_cli_and_faults import cli, finished
+
+pytestmark = pytest.mark.conformance
+
+CONFIGMAP = "infercrane-stack"
+
+
+def grant_the_runners_read(api: client.ApiClient, namespace: str) -> None:
+    """The shipped runner's Role and binding, in the test's namespace (as the how-to applies
+    them: the namespace replaced)."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    role: Any = shipped("Role")
+    role["metadata"]["namespace"] = namespace
+    rbac.create_namespaced_role(namespace, role)
+    binding: Any = shipped("RoleBinding")
+    binding["metadata"]["namespace"] = namespace
+    binding["subjects"][0]["namespace"] = namespace
+    rbac.create_namespaced_role_binding(namespace, binding)
+
+
+def stack_text(harness: Harness, keys: list[str]) -> str:
+    document = yaml.safe_load(harness.stack_file.read_text())
+    document["config"]["infercrane:replicas"] = [replica(key) for key in keys]
+    return yaml.safe_dump(document)
+
+
+def test_a_run_applies_the_api_servers_stack_file_not_its_own_lagging_copy(
+    harness: Harness, admin_client: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(admin_client)
+    harness.configure([replica("cm-a"), replica("cm-b")])  # the kubelet's copy, never updated
+    key = harness.stack_file.name
+    core.create_namespaced_config_map(
+        harness.namespace,
+        client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=CONFIGMAP, namespace=harness.namespace),
+            data={key: stack_text(harness, ["cm-a", "cm-b", "cm-c"])},
+        ),
+    )
+
+    def up() -> tuple[int, dict[str, Any]]:
+        code, envelope, _ = finished(cli(harness, "up", "--configmap", CONFIGMAP))
+        return code, envelope
+
+    code, envelope = up()
+    assert (code, envelope["error"]["code"]) == (1, "cluster-forbidden")
+    assert harness.owned(kinds.DEPLOYMENT) == []
+
+    grant_the_runners_read(admin_client, harness.namespace)
+    code, envelope = up()
+    changes = {r["externalKey"]: r["change"] for r in envelope["result"]["replicas"]}
+    assert (code, changes) == (0, {"cm-a": "create", "cm-b": "create", "cm-c": "create"})
+    live = harness.admin.get(kinds.CONFIG_MAP, harness.namespace, CONFIGMAP)
+    assert live is not None
+    source = f"ConfigMap/{harness.namespace}/{CONFIGMAP}"
+    recorded = stacks.applied(harness.stack()).desired
+    meta = live["metadata"]
+    assert recorded == DesiredVersion(source, meta["uid"], meta["resourceVersion"])
+
+    def uids() -> dict[str, str]:
+        return {
+            o["metadata"]["annotations"]["infercrane.dev/external-key"]: o["metadata"]["uid"]
+            for o in harness.owned(kinds.DEPLOYMENT)
+        }
+
+    before = uids()
+    # The ConfigMap loses cm-a; the copy still names it, and still lacks cm-c.
+    core.patch_namespaced_config_map(
+        CONFIGMAP, harness.namespace, {"data": {key: stack_text(harness, ["cm-b", "cm-c"])}}
+    )
+    code, envelope = up()
+    changes = {r["externalKey"]: r["change"] for r in envelope["result"]["replicas"]}
+    assert (code, changes) == (0, {"cm-a": "delete", "cm-b": "same", "cm-c": "same"})
+    assert uids() == {k: v for k, v in before.items() if k != "cm-a"}
+    code, envelope = up()  # the lagging copy once more: nothing to do
+    changes = {r["externalKey"]: r["change"] for r in envelope["result"]["replicas"]}
+    assert (code, changes) == (0, {"cm-b": "same", "cm-c": "same"})
+    assert uids() == {k: v for k, v in before.items() if k != "cm-a"}
