@@ -140,6 +140,7 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
         wait_seconds=args.wait,
         refresh=getattr(args, "refresh", False),
         policy_pack=_pack(args),
+        timeout_seconds=args.timeout,
     )
     remove_key = args.key if args.command == "remove" else None
     operation: Operation = "up" if remove_key is not None else args.command
@@ -231,6 +232,13 @@ def _backend(command: argparse.ArgumentParser) -> None:
 def _progress(command: argparse.ArgumentParser) -> None:
     command.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a busy stack")
     command.add_argument("--events", action="store_true", help="progress as JSON Lines on stderr")
+    command.add_argument(
+        "--timeout",
+        type=reconcile.period,
+        metavar="SECONDS",
+        help="stop the engine this long after the run started (run-timeout, retryable: the "
+        "next run recovers what it left); default: no deadline",
+    )
 
 
 def _refresh(command: argparse.ArgumentParser) -> None:

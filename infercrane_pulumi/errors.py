@@ -122,6 +122,14 @@ class StaleDesiredStateError(InferCraneError):
     retryable = True
 
 
+class RunTimeoutError(InferCraneError):
+    """A run passed its deadline: the engine was stopped (cancelled, then its processes
+    killed) and what it left is recovered by the next run. Retryable."""
+
+    code = "run-timeout"
+    retryable = True
+
+
 class RunFailedError(InferCraneError):
     """A Pulumi operation failed for a reason the program did not report itself."""
 
@@ -169,6 +177,7 @@ ERRORS: Mapping[str, type[InferCraneError]] = {
         StackBusyError,
         UnsettledStateError,
         StaleDesiredStateError,
+        RunTimeoutError,
         RunFailedError,
         EngineUnsupportedError,
         DamagedStateError,
@@ -193,6 +202,7 @@ EXIT_CODES: Mapping[str, int] = {
     StackBusyError.code: EXIT_BUSY,
     UnsettledStateError.code: EXIT_BUSY,
     StaleDesiredStateError.code: EXIT_BUSY,
+    RunTimeoutError.code: EXIT_BUSY,
     RunFailedError.code: EXIT_FAILED,
     EngineUnsupportedError.code: EXIT_FAILED,
     DamagedStateError.code: EXIT_FAILED,

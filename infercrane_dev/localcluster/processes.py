@@ -25,11 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-_PROC = Path("/proc")
-# States of a task that has finished running; such a task is waiting to be reaped
-# (possibly forever, when PID 1 of a container does not reap orphans).
-_DEAD_STATES = frozenset("ZXx")
-
+from infercrane_pulumi.automation.engine.sessions import DEAD_STATES, PROC, read_stat
 
 # Daemons handed over by release() stay children of this interpreter until it
 # exits.  Keeping their Popen objects referenced stops Python from warning that a
@@ -45,45 +41,24 @@ class ProcessStopError(RuntimeError):
     """A daemon's process group survived SIGKILL."""
 
 
-@dataclass(frozen=True)
-class _Stat:
-    state: str
-    ppid: int
-    pgid: int
-    start_ticks: int
-
-
-def _read_stat(pid: int) -> _Stat | None:
-    try:
-        text = (_PROC / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses; everything
-    # after its closing parenthesis is space-separated.
-    fields = text[text.rindex(")") + 2 :].split()
-    return _Stat(
-        state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]), start_ticks=int(fields[19])
-    )
-
-
 def process_start_ticks(pid: int) -> int | None:
     """Kernel start time of ``pid`` (clock ticks since boot), or None if unknown."""
-    stat = _read_stat(pid)
+    stat = read_stat(pid)
     return None if stat is None else stat.start_ticks
 
 
 def is_alive(pid: int) -> bool:
     """Running and not a zombie waiting to be reaped."""
-    stat = _read_stat(pid)
-    return stat is not None and stat.state not in _DEAD_STATES
+    stat = read_stat(pid)
+    return stat is not None and stat.state not in DEAD_STATES
 
 
 def descendants(pid: int) -> set[int]:
     """Every live process below ``pid``, whatever process group it moved to."""
     parents = {}
-    for entry in _PROC.iterdir():
-        stat = _read_stat(int(entry.name)) if entry.name.isdigit() else None
-        if stat is not None and stat.state not in _DEAD_STATES:
+    for entry in PROC.iterdir():
+        stat = read_stat(int(entry.name)) if entry.name.isdigit() else None
+        if stat is not None and stat.state not in DEAD_STATES:
             parents[int(entry.name)] = stat.ppid
     found: set[int] = set()
     frontier = {pid}
@@ -96,7 +71,7 @@ def descendants(pid: int) -> set[int]:
 def processes_running(matches: Callable[[list[bytes]], bool]) -> list[int]:
     """Pids of the processes on this host whose argv ``matches`` (read from /proc)."""
     found = []
-    for entry in _PROC.iterdir():
+    for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
         try:
@@ -110,7 +85,7 @@ def processes_running(matches: Callable[[list[bytes]], bool]) -> list[int]:
 
 def group_members(pgid: int) -> list[int]:
     """Pids still running (not zombies) in process group ``pgid``."""
-    if not _PROC.is_dir():
+    if not PROC.is_dir():
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
@@ -119,11 +94,11 @@ def group_members(pgid: int) -> list[int]:
             pass
         return [pgid]
     members = []
-    for entry in _PROC.iterdir():
+    for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
-        stat = _read_stat(int(entry.name))
-        if stat is not None and stat.pgid == pgid and stat.state not in _DEAD_STATES:
+        stat = read_stat(int(entry.name))
+        if stat is not None and stat.pgid == pgid and stat.state not in DEAD_STATES:
             members.append(int(entry.name))
     return members
 
@@ -159,8 +134,8 @@ class ManagedProcess:
     def is_running(self) -> bool:
         if self.popen is not None:
             return self.popen.poll() is None
-        stat = _read_stat(self.pid)
-        if stat is None or stat.state in _DEAD_STATES:
+        stat = read_stat(self.pid)
+        if stat is None or stat.state in DEAD_STATES:
             return False
         return self.start_ticks is None or stat.start_ticks == self.start_ticks
 
@@ -168,7 +143,7 @@ class ManagedProcess:
         """True when our pid now belongs to a different process (pid reuse)."""
         if self.start_ticks is None:
             return False
-        stat = _read_stat(self.pid)
+        stat = read_stat(self.pid)
         return stat is not None and stat.start_ticks != self.start_ticks
 
     def log_tail(self, lines: int = 30) -> str:

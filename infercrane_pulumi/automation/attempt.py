@@ -45,11 +45,13 @@ def attempt(
     on_output: engine.Printer | None,
     variables: Mapping[str, str] | None = None,
     desired_version: DesiredVersion | None = None,
+    deadline: float | None = None,
 ) -> None:
     """One engine run of ``plan`` (``pack``: the policy pack the engine runs; ``findings``: the
     stack's advisory policy findings as the run judged them); ``variables``: more environment
     for the CLI and its plugins (a lease's marker); ``desired_version``: the version of the desired
-    state the run applies, for the program to record."""
+    state the run applies, for the program to record; ``deadline``: when the engine is stopped
+    (``time.monotonic()``)."""
     if operation == "up" and pack is not None:
         # A preview first, so that the pack's mandatory finding stops the run before any write
         # (an update stops only at the first object found, having written others). Its own
@@ -64,6 +66,7 @@ def attempt(
             on_event=lambda _: None,
             on_output=on_output,
             variables=variables,
+            deadline=deadline,
         )
     refused: list[InferCraneError] = []  # the program's own refusal, as itself
     program = forgetting  # a destroy's plan judged nothing: the driver deleted by itself
@@ -100,6 +103,7 @@ def attempt(
         on_output=on_output,
         unread=frozenset(carried),
         variables=variables,
+        deadline=deadline,
     )
     if not outcome.failed:
         return

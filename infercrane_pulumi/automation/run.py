@@ -86,6 +86,9 @@ class RunOptions:
     # InferCrane's CrossGuard pack, run by the engine on a preview or an up
     # (docs/how-to/policy-pack.md).
     policy_pack: PolicyPack | None = None
+    # How long the run may take from its start; past it the engine is stopped and the run
+    # fails retryably (``RunTimeoutError``). None: no deadline.
+    timeout_seconds: float | None = None
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -120,6 +123,8 @@ def run(
     ``config`` was read from (``cluster.desired``), recorded with what the run applies."""
     lease = held.lease
     events: list[auto.EngineEvent] = []
+    timeout = options.timeout_seconds
+    deadline = None if timeout is None else time.monotonic() + timeout
 
     def record(event: auto.EngineEvent) -> None:
         events.append(event)
@@ -188,6 +193,7 @@ def run(
                 on_event=record,
                 memory=engine.memory_limit(_held(rendered, last_run), os.environ),
                 desired_version=desired_version,
+                stop_at=deadline,
             )
             if engine_first:
                 deletion.delete_all(cluster, config.kubernetes, plan.deletions)
@@ -254,6 +260,7 @@ def _engine(
     on_event: EventHandler,
     memory: Mapping[str, str],
     desired_version: DesiredVersion | None,
+    stop_at: float | None,
 ) -> None:
     """Engine attempts until one is not refused as busy. Without a lease: what a dead run
     left is recovered before each, and a live holder is waited for up to ``wait_seconds``.
@@ -284,6 +291,7 @@ def _engine(
                 on_output=options.on_output,
                 variables=variables,
                 desired_version=desired_version,
+                deadline=stop_at,
             )
         except StackBusyError:
             if lease is None and time.monotonic() < deadline:

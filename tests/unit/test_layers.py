@@ -69,6 +69,7 @@ RANKS = {
     "automation.engine.locks": 11,
     "automation.engine.history": 11,
     "automation.engine.memory": 11,
+    "automation.engine.sessions": 10,
     "automation.s3": 11,
     "automation.engine.operation": 12,
     "automation.engine": 13,

@@ -51,10 +51,12 @@ def operate(
     on_output: process.Printer | None = None,
     unread: frozenset[str] = frozenset(),
     variables: Mapping[str, str] | None = None,
+    deadline: float | None = None,
 ) -> Outcome:
     """Run ``pulumi <arguments>`` on ``stack`` with ``program`` served to it; every event to
     ``on_event`` as it comes but the ``same`` steps of ``unread`` URNs. ``variables``: more
-    environment for the CLI and its plugins. The run gets a private directory (its event log,
+    environment for the CLI and its plugins; ``deadline``: when the run is stopped
+    (``process.run``). The run gets a private directory (its event log,
     and its TMPDIR, because pulumi-kubernetes writes the whole kubeconfig to a temporary file
     on every configure and never removes it)."""
     diagnostics: list[str] = []
@@ -95,6 +97,7 @@ def operate(
                     environment,
                     on_output=on_output,
                     event_log=event_log,
+                    deadline=deadline,
                 )
             except auto.errors.CommandError as error:
                 tail.close()  # every event read before saying how it ended

@@ -15,24 +15,37 @@ writes the event log itself (``--event-log``, engine contract 3). The SDK's
 ``PulumiCommand.run`` cannot do either: it keeps all of stdout in memory until the CLI exits
 (tens of megabytes of JSON at 1,000 intents).
 
+Every engine run's processes end with it (``sessions``): the CLI leads a session of its own,
+and whatever is left of that session when the run ends (its plugins, after a CLI killed by a
+signal) is stopped. A run given a deadline is cancelled there (SIGINT: the CLI stops its steps
+and writes its state), then killed after ``CANCEL_SECONDS`` (``RunTimeoutError``). In a session
+of its own the CLI no longer gets a terminal's Ctrl-C: this process hands it on.
+
 A failure is Pulumi's own ``CommandError``, classified from stderr by the SDK as before.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from pulumi import automation as auto
 
+from infercrane_pulumi.automation.engine import sessions
+from infercrane_pulumi.errors import RunTimeoutError
+
 Printer = Callable[[str], Any]
 # `preview --json` prints one document at the end, holding every step until then, unless asked
 # to stream like `up` and `destroy` do.
 _STREAM_PREVIEW = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
+# How long a cancelled CLI may take to stop its steps and write its state before it is killed.
+CANCEL_SECONDS = 30.0
 
 
 def run(
@@ -43,10 +56,12 @@ def run(
     *,
     on_output: Printer | None,
     event_log: Path,
+    deadline: float | None = None,
 ) -> None:
     """Run ``pulumi args`` in ``cwd`` with ``env`` over this process's environment (as the
     SDK does, but for what ``inherited`` keeps out); its engine events, one a line, to
-    ``event_log`` as it works, and its display to ``on_output`` line by line."""
+    ``event_log`` as it works, and its display to ``on_output`` line by line. ``deadline``:
+    when (``time.monotonic()``) the run is stopped (``RunTimeoutError``)."""
     watched = on_output is not None
     shown = ("--event-log", str(event_log)) if watched else ("--json",)
     command = [pulumi.command, "--non-interactive", *args, *shown]
@@ -58,6 +73,7 @@ def run(
         "PULUMI_AUTOMATION_API": "true",
     }
     errors: list[str] = []
+    expired = threading.Event()
     with (
         event_log.open("wb") as log,
         subprocess.Popen(
@@ -68,21 +84,57 @@ def run(
             stdout=subprocess.PIPE if watched else log,
             stderr=subprocess.PIPE,
             encoding="utf-8",
+            start_new_session=True,
         ) as process,
     ):
-        assert process.stderr is not None
-        # Read apart, so that neither pipe fills up while the other is read.
-        reader = threading.Thread(target=_collect, args=(process.stderr, errors), daemon=True)
-        reader.start()
-        if on_output is not None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                on_output(line.rstrip())
-        reader.join()
-        code = process.wait()
+        timer = None
+        if deadline is not None:
+            timer = threading.Timer(
+                max(0.0, deadline - time.monotonic()), _expire, (process, expired)
+            )
+            timer.start()
+        try:
+            assert process.stderr is not None
+            # Read apart, so that neither pipe fills up while the other is read.
+            reader = threading.Thread(target=_collect, args=(process.stderr, errors), daemon=True)
+            reader.start()
+            if on_output is not None:
+                assert process.stdout is not None
+                for line in process.stdout:
+                    on_output(line.rstrip())
+            reader.join()
+            code = process.wait()
+        except BaseException:  # Ctrl-C, which the CLI's own session no longer receives
+            _cancel(process)
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            sessions.end(process.pid)
+    if expired.is_set():
+        raise RunTimeoutError(
+            f"{' '.join(args[:1])}: stopped at its deadline; the next run recovers what it left"
+        )
     if code != 0:
         result = auto.CommandResult(stdout="", stderr="".join(errors).rstrip(), code=code)
         raise auto.errors.create_command_error(result)
+
+
+def _expire(process: subprocess.Popen[str], expired: threading.Event) -> None:
+    expired.set()
+    _cancel(process)
+
+
+def _cancel(process: subprocess.Popen[str]) -> None:
+    """Stop the CLI as Ctrl-C does (it cancels its steps and writes its state); killed with
+    its whole session if it has not stopped within ``CANCEL_SECONDS``."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(CANCEL_SECONDS)
+    except subprocess.TimeoutExpired:
+        sessions.end(process.pid, grace=0.0)
 
 
 def inherited(environ: Mapping[str, str]) -> dict[str, str]:
