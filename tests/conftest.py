@@ -4,7 +4,8 @@ path users take: a ``pulumi`` started in this process, by any test, dev helper o
 helper, however spelled, starts the engine only through ``engine.process.run`` on the one run
 path (``infercrane_pulumi.automation.run``), or the test fails before the process starts. The
 rule, and its named exceptions (a person's run through ``by_a_person``, a stand-in ``pulumi``
-named by ``stand_in_cli``), are ``tests/runguard.py``'s."""
+named by ``stand_in_cli``), are ``tests/runguard.py``'s. And no test leaves an engine process
+behind: the session fails if one outlives it (``tests/leftovers.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import runguard
+from tests import leftovers, runguard
 
 CONFORMANCE_TIMEOUT_SECONDS = 600
 # pulumi-kubernetes forces its applies over other managers when this is "true". Every test runs
@@ -24,6 +25,16 @@ HOSTILE_VARIABLES = {"PULUMI_K8S_ENABLE_PATCH_FORCE": "true"}
 
 def pytest_configure() -> None:
     os.environ.update(HOSTILE_VARIABLES)
+    # Inherited by every process the session starts, and theirs (``leftovers``); a session run
+    # inside another's (a test of the suite itself) marks its own.
+    os.environ[leftovers.MARK] = leftovers.new_mark()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    left = leftovers.left_behind(os.environ[leftovers.MARK], grace=leftovers.GRACE_SECONDS)
+    if left:
+        print("\nengine processes left behind by this session:", *left, sep="\n  ")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

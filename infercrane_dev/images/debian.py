@@ -26,6 +26,8 @@ def _pin(
         _LIBRARY_FILES[name] = libraries
 
 
+# The runner's init (PID 1): it reaps the processes a run's engine leaves to it.
+_pin("tini", "0.19.0-1+b3", "7d1947665fa40e55f218fefad773dc6de66458d0b39eaa292cdcadfc7c996632")
 _pin("dash", "0.5.12-2", "33ea40061da2f1a861ec46212b2b6a34f0776a049b1a3f0abce2fb8cb994258f")
 _pin(
     "libaudit1",

@@ -11,8 +11,10 @@ pulumi-kubernetes plugin from the tools bin dir. No shell, no package manager.
   and a writable ``PULUMI_HOME``, where Pulumi keeps logs, stack selections and the plugin's
   last-used marks. The plugin itself ships at :data:`PLUGIN_FILE`; ``pulumi plugin install
   --file`` puts it into that home (the manifests' init container).
-- The entrypoint is the JSON CLI; a control plane that drives ``NamespaceStack`` uses the image
-  as its base (``deploy/kubernetes/runner/README.md``).
+- The entrypoint is the JSON CLI under ``tini`` (Debian's), PID 1: an engine's process that
+  outlives its parent (a plugin of a CLI killed by a signal, which the run then stops) is
+  reaped, never left a zombie for as long as the Pod lives. A control plane that drives
+  ``NamespaceStack`` uses the image as its base.
 - The build is byte-reproducible (:mod:`.ocilayout`; the wheels are the pinned ones, with no
   path of the build machine left in them), so one checkout makes one digest, which the
   manifests reference. A change to the product makes a new wheel, so a new digest.
@@ -71,7 +73,7 @@ _LIBRARIES = (
     "libcrypt1",
 )
 _PYTHON = ("python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib")
-DEBS = debian.pins(("libc6", *_LIBRARIES, *_PYTHON))
+DEBS = debian.pins(("libc6", *_LIBRARIES, *_PYTHON, "tini"))
 
 PYTHON = Layer(
     (
@@ -81,6 +83,7 @@ PYTHON = Layer(
         Packaged("libpython3.11-minimal", ("/usr/lib/python3.11*", "/etc/python3.11*")),
         Packaged("libpython3.11-stdlib", ("/usr/lib/python3.11/*",)),
         Symlink("usr/bin/python3", "python3.11"),
+        Packaged("tini", ("/usr/bin/tini",)),
     )
 )
 USERS = account("runner", "home/runner")
@@ -98,7 +101,7 @@ PULUMI = Layer(
 SPEC = ImageSpec(
     "runner",
     (ROOTFS, USERS, PYTHON, SITE, PULUMI),
-    ("/usr/bin/python3", "-m", "infercrane_pulumi"),
+    ("/usr/bin/tini", "--", "/usr/bin/python3", "-m", "infercrane_pulumi"),
     env=(
         "PATH=/usr/local/bin:/usr/bin:/bin",
         "HOME=/home/runner",

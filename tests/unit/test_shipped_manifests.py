@@ -218,6 +218,7 @@ def test_the_runner_runs_as_the_shipped_account_hardened_and_digest_pinned() -> 
     # Each run applies the stack file as the API server holds it, the one the Role may read.
     configmap = runner["args"][runner["args"].index("--configmap") + 1]
     assert configmap == pod_volume(pod, "stack")["configMap"]["name"] == "infercrane-stack"
+    assert "--timeout" in runner["args"]  # a hung run never stalls the loop
     assert [e["name"] for e in runner["env"]] == ["POD_NAMESPACE", "PULUMI_BACKEND_URL"]
 
 

@@ -93,16 +93,13 @@ def run(
                 max(0.0, deadline - time.monotonic()), _expire, (process, expired)
             )
             timer.start()
+        # Both pipes read apart, so that neither fills up while the other is read, and so that
+        # this thread waits for the CLI itself: a plugin left running may hold them open.
+        display_failed: list[BaseException] = []
+        readers = [_reading(_collect, process.stderr, errors)]
+        if on_output is not None:
+            readers.append(_reading(_show, process.stdout, on_output, display_failed))
         try:
-            assert process.stderr is not None
-            # Read apart, so that neither pipe fills up while the other is read.
-            reader = threading.Thread(target=_collect, args=(process.stderr, errors), daemon=True)
-            reader.start()
-            if on_output is not None:
-                assert process.stdout is not None
-                for line in process.stdout:
-                    on_output(line.rstrip())
-            reader.join()
             code = process.wait()
         except BaseException:  # Ctrl-C, which the CLI's own session no longer receives
             _cancel(process)
@@ -111,6 +108,10 @@ def run(
             if timer is not None:
                 timer.cancel()
             sessions.end(process.pid)
+            for reader in readers:
+                reader.join()
+        if display_failed:
+            raise display_failed[0]
     if expired.is_set():
         raise RunTimeoutError(
             f"{' '.join(args[:1])}: stopped at its deadline; the next run recovers what it left"
@@ -178,5 +179,21 @@ def set_secret(
         raise auto.errors.create_command_error(result)
 
 
+def _reading(target: Callable[..., None], *args: Any) -> threading.Thread:
+    reader = threading.Thread(target=target, args=args, daemon=True)
+    reader.start()
+    return reader
+
+
 def _collect(stream: TextIO, lines: list[str]) -> None:
     lines.extend(stream)
+
+
+def _show(stream: TextIO, on_output: Printer, failed: list[BaseException]) -> None:
+    """Each line to ``on_output``; what it raised is kept for the run to raise."""
+    try:
+        for line in stream:
+            on_output(line.rstrip())
+    except BaseException as failure:
+        failed.append(failure)
+        stream.close()
