@@ -34,6 +34,12 @@ STATE_URL = "file:///tmp/state"
 PERIOD_SECONDS = "3600"
 # Kind's GPU workers are its only schedulable nodes: their taint, tolerated.
 GPU_TOLERATION = {"key": GPU_TAINT["key"], "operator": "Exists", "effect": GPU_TAINT["effect"]}
+# And its control plane's node, where a second runner goes to be on a node of its own.
+CONTROL_PLANE_TOLERATION = {
+    "key": "node-role.kubernetes.io/control-plane",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
 
 
 def shipped(kind: str) -> dict[str, Any]:
@@ -49,6 +55,7 @@ def deployment(
     every: str,
     events: bool,
     token_seconds: int | None = None,
+    spread: bool = False,
 ) -> dict[str, Any]:
     made = shipped("Deployment")
     made["metadata"]["namespace"] = namespace
@@ -56,6 +63,15 @@ def deployment(
     spec["replicas"] = replicas
     pod = spec["template"]["spec"]
     pod["tolerations"] = [GPU_TOLERATION]
+    if spread:  # each replica on a node of its own, the control plane's included
+        pod["tolerations"].append(CONTROL_PLANE_TOLERATION)
+        term = {
+            "labelSelector": {"matchLabels": spec["selector"]["matchLabels"]},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+        pod["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
     for container in [*pod["initContainers"], *pod["containers"]]:
         container["image"] = image
     [runner] = pod["containers"]
@@ -97,6 +113,7 @@ class Runner:
     events: bool = False
     state_url: str = STATE_URL
     token_seconds: int | None = None  # the projected token's life (None: the automounted one)
+    spread: bool = False  # each replica on a node of its own
 
     def key(self, stack: str = "") -> str:
         """The ConfigMap's key (the file's name) of ``stack``, by default the runner's own."""
@@ -127,6 +144,7 @@ class Runner:
             every=self.every,
             events=self.events,
             token_seconds=self.token_seconds,
+            spread=self.spread,
         )
         made["metadata"] |= placed
         client.AppsV1Api(self.api).create_namespaced_deployment(self.namespace, made)

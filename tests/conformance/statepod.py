@@ -103,12 +103,18 @@ class StatePod:
     api: client.ApiClient
     namespace: str
     password: str = ""
+    # The Service's ClusterIP in the URL rather than its name: no cluster DNS on the way (its
+    # Pods run on the node whose kubelet a test stops).
+    by_address: bool = False
 
     @property
     def url(self) -> str:
         """The backend URL a runner in the namespace uses (the password in it: the runner's
         Secret holds it)."""
         host = f"{NAME}.{self.namespace}.svc"
+        if self.by_address:
+            found = client.CoreV1Api(self.api).read_namespaced_service(NAME, self.namespace)
+            host = str(found.spec.cluster_ip) if found.spec else host
         return f"postgres://{USER}:{self.password}@{host}:{PORT}/{DATABASE}?sslmode=disable"
 
     def start(self, image: str, labels: Mapping[str, str]) -> None:

@@ -29,6 +29,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -44,6 +45,7 @@ from infercrane_dev.tests import hostsnapshot
 from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi import naming
 from infercrane_pulumi.cluster.observe import ReplicaObservation
+from infercrane_pulumi.intents import REPLICAS_KEY
 from infercrane_pulumi.kubeconfigs import SERVICE_ACCOUNT_DIR
 from tests.conformance import test_lifecycle as lifecycle
 from tests.conformance import test_ownership as ownership
@@ -358,6 +360,171 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
         f"converged {took:.1f}s after ({changes})",
     )
     assert _applied_keys(admin_client, namespace) == ["pair-r0", "pair-r1"]
+
+
+# -- versions of the stack file: two runners, one of them seeing an old copy --------------------
+
+ORDER_PERIOD = 20  # seconds: every runner runs at least this often
+
+
+def _owned_uids(admin_client: client.ApiClient, namespace: str) -> dict[str, str]:
+    """Each key InferCrane owns a Deployment of in ``namespace``: its uid, read as admin."""
+    found = client.AppsV1Api(admin_client).list_namespaced_deployment(
+        namespace, label_selector=naming.OWNED_SELECTOR
+    )
+    return {
+        (d.metadata.annotations or {})[naming.ANNOTATION_EXTERNAL_KEY]: str(d.metadata.uid)
+        for d in found.items
+        if d.metadata
+    }
+
+
+def _held(probe: Any, seconds: float) -> list[Any]:
+    """What ``probe`` returned every 2 s for ``seconds``."""
+    seen, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        seen.append(probe())
+        time.sleep(2)
+    return seen
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """A runner's Pod: its name and uid, and the node it runs on."""
+
+    name: str
+    uid: str
+    node: str
+
+    def envelopes(self, kind_cluster: KindRuntime, namespace: str) -> list[Any]:
+        """Its envelopes from its container's log file on its node: readable whatever its
+        kubelet does (the CRI format: time, stream, tag, then the line)."""
+        logs = f"/var/log/pods/{namespace}_{self.name}_{self.uid}/runner"
+        text = kind_cluster.docker.exec(self.node, ["sh", "-c", f"cat {logs}/*.log"])
+        lines = (line.split(" ", 3)[3] for line in text.splitlines() if line.count(" ") >= 3)
+        return [json.loads(line) for line in lines if line.startswith('{"apiVersion"')]
+
+    def copy(self, kind_cluster: KindRuntime, key: str) -> str:
+        """Its kubelet's copy of the ConfigMap's ``key``."""
+        volume = f"/var/lib/kubelet/pods/{self.uid}/volumes/kubernetes.io~configmap/stack"
+        return kind_cluster.docker.exec(self.node, ["cat", f"{volume}/{key}"])
+
+
+def _placed(core: client.CoreV1Api, namespace: str, names: list[str]) -> list[_Placed]:
+    found = [core.read_namespaced_pod(name, namespace) for name in names]
+    return [
+        _Placed(str(pod.metadata.name), str(pod.metadata.uid), str(pod.spec.node_name))
+        for pod in found
+        if pod.metadata and pod.spec
+    ]
+
+
+def _runs_of(envelopes: list[Any], key: str, change: str) -> int:
+    return sum(
+        (r["externalKey"], r["change"]) == (key, change)
+        for e in envelopes
+        if e["ok"]
+        for r in e["result"]["replicas"]
+    )
+
+
+def _refused(envelopes: list[Any]) -> bool:
+    """The last run refused its stack file as invalid."""
+    last: dict[str, Any] = envelopes[-1] if envelopes else {"ok": True}
+    return not last["ok"] and last["error"]["code"] == "invalid-config"
+
+
+def test_two_runners_apply_the_newest_stack_file_whatever_their_copy_and_refuse_a_typo(
+    kind_cluster: KindRuntime,
+    tenant: Tenant,
+    real_node: RealNode,
+    backend: Backend,
+    pytestconfig: pytest.Config,
+) -> None:
+    """Issue 59, as the how-to runs the runner: two replicas on PostgreSQL, on two nodes. One
+    node's kubelet is stopped, so that its runner's copy of the ConfigMap stays the first file.
+    The ConfigMap gains a key, then loses another: the new key's Deployment is created once and
+    keeps its uid over three periods; the removed one is deleted once and stays gone. Then the
+    ConfigMap is replaced by a file with the replicas key misspelt: both runners report it and
+    every replica keeps its uid. (Before ``--configmap``, the lagging runner deleted the new
+    key at each of its periods.)"""
+    namespace = tenant.namespace
+    admin_client, ledger = backend.admin, backend.ledger
+    core = client.CoreV1Api(admin_client)
+    state = StatePod(admin_client, namespace, by_address=True)
+    state.start(kind_cluster.images["postgres"], ledger.labels)
+    runner = Runner(
+        admin_client,
+        namespace,
+        _kubectl(kind_cluster),
+        replicas=2,
+        every=str(ORDER_PERIOD),
+        state_url=state.url,
+        spread=True,
+    )
+
+    def document(*keys: str) -> str:
+        intents = [replica(key, gpu=real_node.product) for key in keys]
+        return stack_document(namespace, intents, **real_node.settings())
+
+    def publish(text: str) -> None:
+        patch = {"data": {runner.key(): text}}
+        core.patch_namespaced_config_map("infercrane-stack", namespace, patch)
+
+    def uids() -> dict[str, str]:
+        return _owned_uids(admin_client, namespace)
+
+    first = document("order-a", "order-b")
+    runner.start(kind_cluster.images["runner"], first, secrets.token_hex(16), ledger.labels)
+    runner.pod()
+    placed = _placed(core, namespace, runner.pods())
+    assert len({pod.node for pod in placed}) == 2, placed
+    for pod in placed:
+        runner.run_after(0, pod=pod.name)
+    applied = wait_for(lambda: uids() if len(uids()) == 2 else None, timeout=120, what="a, b")
+    [lagging] = [pod for pod in placed if pod.node.endswith("control-plane")]
+    [current] = [pod for pod in placed if pod != lagging]
+    kind_cluster.docker.exec(lagging.node, ["systemctl", "stop", "kubelet"])
+    try:
+        publish(document("order-a", "order-b", "order-c"))
+        created = wait_for(lambda: uids().get("order-c"), timeout=120, what="order-c created")
+        grown = {**applied, "order-c": created}
+        assert all(seen == grown for seen in _held(uids, 3 * ORDER_PERIOD))
+
+        publish(document("order-b", "order-c"))
+        wait_for(lambda: "order-a" not in uids(), timeout=120, what="order-a deleted")
+        shrunk = {key: uid for key, uid in grown.items() if key != "order-a"}
+        assert all(seen == shrunk for seen in _held(uids, 2 * ORDER_PERIOD))
+
+        publish(document("order-b", "order-c").replace(REPLICAS_KEY, "infercrane:replica"))
+        wait_for(
+            lambda: _refused(lagging.envelopes(kind_cluster, namespace)),
+            timeout=120,
+            what="the lagging runner's refusal",
+        )
+        wait_for(lambda: _refused(runner.envelopes(current.name)), timeout=120, what="the other's")
+        assert all(seen == shrunk for seen in _held(uids, ORDER_PERIOD))
+        assert lagging.copy(kind_cluster, runner.key()) == first  # held back all along
+        lagged = lagging.envelopes(kind_cluster, namespace)
+    finally:
+        kind_cluster.docker.exec(lagging.node, ["systemctl", "start", "kubelet"])
+    # Across both runners: the new key created once and never deleted, the removed one deleted
+    # once (a run that found it done reports it "same", or no longer names it).
+    both = lagged + runner.envelopes(current.name)
+    counts = {
+        (key, change): _runs_of(both, key, change)
+        for key, change in (("order-c", "create"), ("order-c", "delete"), ("order-a", "delete"))
+    }
+    assert counts == {
+        ("order-c", "create"): 1,
+        ("order-c", "delete"): 0,
+        ("order-a", "delete"): 1,
+    }, counts
+    show(
+        pytestconfig,
+        f"runner {lagging.name} on {lagging.node} (kubelet stopped, its copy the first file) "
+        f"ran {len(lagged)} times beside {current.name}: {counts}",
+    )
 
 
 # -- the projected token's rotation, over the module's other scenarios ------------------------
