@@ -89,15 +89,18 @@ def redact(url: str) -> str:
 def lease_key(backend: str, stack_name: str) -> int:
     """The advisory-lock key of one stack of one backend: a signed 64-bit integer.
 
-    A PostgreSQL backend's leases live in its own database, so its identity is its table: two
-    replicas that spell the host differently still meet on one key. Any other backend is named
-    by its URL without query (the bucket and its prefix), its leases living in the lease
-    database the replicas share."""
+    One state, one key, however its URL is spelt. A PostgreSQL backend's leases live in its own
+    database, so its identity is its table, in lower case as Pulumi's unquoted SQL folds it:
+    two replicas that spell the host or the table's case differently still meet on one key.
+    Any other backend is named by its scheme, bucket and prefix (lower-case host, no user, no
+    query, no empty path segment nor trailing slash: ``s3://b/p`` and ``s3://B/p/`` are one
+    state), its leases living in the lease database the replicas share."""
     parts = urlsplit(backend)
     if parts.scheme == POSTGRES_SCHEME:
-        identity = f"{POSTGRES_SCHEME}:{Database(backend).table}"
+        identity = f"{POSTGRES_SCHEME}:{Database(backend).table.lower()}"
     else:
-        identity = urlunsplit(parts._replace(netloc=_netloc(parts, None), query="", fragment=""))
+        prefix = "/".join(segment for segment in parts.path.split("/") if segment)
+        identity = f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}/{prefix}"
     digest = hashlib.sha256(f"{identity}\0{stack_name}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 

@@ -182,6 +182,31 @@ def test_a_lock_layout_the_reader_does_not_know_holds_the_stack_fails_closed(
     )
 
 
+def test_a_locks_directory_that_cannot_be_listed_holds_every_stack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing skipped such a directory, and the stack read as free: a verified no-op could
+    answer, and a destroy delete, while another process held it. (As root, permissions deny
+    nothing: the listing itself fails here.)"""
+    hidden = tmp_path / ".pulumi" / "locks" / "organization" / "infercrane"
+    hidden.mkdir(parents=True)
+    scandir = os.scandir
+
+    def refusing(path: Any) -> Any:
+        if Path(path) == hidden:
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    [lock] = stack_locks(tmp_path, "t1")
+    assert (lock.path, lock.pid, lock.stale) == (hidden, None, False)
+    env = automation.PulumiEnvironment(state_dir=tmp_path, pulumi_home=tmp_path, passphrase="p")
+    with pytest.raises(StackBusyError):
+        holders.wait_until_free(env, "t1", 0)
+    monkeypatch.undo()
+    assert stack_locks(tmp_path, "t1") == []  # readable, and empty: free
+
+
 def test_locks_of_another_project_and_a_lock_s_blob_attributes_hold_nothing(
     tmp_path: Path,
 ) -> None:

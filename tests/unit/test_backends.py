@@ -95,6 +95,22 @@ def test_one_lease_key_per_backend_and_stack_whatever_the_host_spelling() -> Non
     assert -(2**63) <= key < 2**63
 
 
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("s3://bucket/prefix", "s3://bucket/prefix/"),
+        ("s3://bucket/prefix", "s3://Bucket//prefix"),
+        ("s3://bucket/prefix", "S3://user@bucket/prefix?region=eu-west-1"),
+        ("gs://bucket", "gs://bucket/"),
+        ("postgres://u@db/control?table=State", "postgres://u@db/control?table=state"),
+    ],
+)
+def test_one_lease_per_state_whatever_the_urls_spelling(one: str, other: str) -> None:
+    """Two spellings of one state once gave two leases, and each holder broke the other's
+    live lock."""
+    assert backends.lease_key(one, "team-a") == backends.lease_key(other, "team-a")
+
+
 def test_a_postgres_environment_gives_the_engine_its_password_as_a_variable(
     tmp_path: Path,
 ) -> None:

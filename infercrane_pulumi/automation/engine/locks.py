@@ -11,9 +11,10 @@ refuses, as busy. So a lock of ours in that layout (``own_lock``) keeps every ot
 stack while we change its lock files or its checkpoint (``recovery``).
 
 The layout is Pulumi's, not a documented interface, so this reader fails closed: a file under
-``.pulumi/locks`` that is not a lock in that layout, or a lock whose holder cannot be read, is
-a lock of an unknown holder, which is never stale. A stack then reads as held (busy, retryable)
-until the file goes: never as free while an operation may hold it.
+``.pulumi/locks`` that is not a lock in that layout, a lock whose holder cannot be read, or a
+directory there that cannot be listed (which may hold any stack's locks), is a lock of an
+unknown holder, which is never stale. A stack then reads as held (busy, retryable) until the
+file goes or the directory can be read: never as free while an operation may hold it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import socket
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,9 @@ def stack_locks(state_dir: Path | None, stack_name: str) -> list[Lock]:
     if state_dir is None:
         return []
     root = state_dir.joinpath(*LOCKS_DIR)
-    found = []
-    for path in sorted(_files(root)):
+    files, unreadable = _files(root)
+    found = [Lock(path, None, None) for path in unreadable]
+    for path in sorted(files):
         parts = path.relative_to(root).parts
         if len(parts) == 4 and path.name.endswith(ATTRIBUTES) and path.with_suffix("").exists():
             continue  # a lock's blob attributes, beside it
@@ -122,11 +124,19 @@ def _username() -> str:
         return str(os.getuid())
 
 
-def _files(root: Path) -> Iterable[Path]:
-    try:
-        return [path for path in root.rglob("*") if not path.is_dir()]
-    except OSError:
-        return []  # no locks directory: no operation ever locked a stack here
+def _files(root: Path) -> tuple[list[Path], list[Path]]:
+    """Every file under ``root``, and every directory there that could not be listed (no
+    ``root`` at all: no operation ever locked a stack here)."""
+    files: list[Path] = []
+    unreadable: list[Path] = []
+
+    def failed(error: OSError) -> None:
+        if not (isinstance(error, FileNotFoundError) and Path(error.filename or "") == root):
+            unreadable.append(Path(error.filename or root))
+
+    for directory, _, names in os.walk(root, onerror=failed):
+        files.extend(Path(directory, name) for name in names)
+    return files, unreadable
 
 
 def _read(path: Path) -> Lock | None:
