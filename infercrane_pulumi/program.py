@@ -93,17 +93,17 @@ def build_program(
     carried: Carried | None = None,
     report: Report | None = None,
     given: Iterable[str] = (),
-    desired_version: records.DesiredVersion | None = None,
+    provenance: records.Provenance | None = None,
 ) -> Callable[[], None]:
     """The program: ``judge`` before any registration, then its objects registered, the
     ``carried`` keys exported as recorded, and every refusal handed to ``report`` before it
     fails the run. ``given``: every configuration key the engine handed
-    (``config_from_pulumi``); ``desired_version``: the version of the desired state the driver read
-    the configuration from, recorded in the outputs. ``kubeconfig``: the one its driver gives a
-    stack that names none
-    (``kubeconfigs.resolved``), for this run alone: several runs are served from one process
-    at once. ``on_delete``: what the engine's deletion of a key's component does (a driver
-    deletes by itself: nothing; a person's run: ``delete_objects``)."""
+    (``config_from_pulumi``); ``provenance``: what the driver records beside what it applies
+    (the version of the desired state it read, the cluster it reached). ``kubeconfig``: the
+    one its driver gives a stack that names none (``kubeconfigs.resolved``), for this run
+    alone: several runs are served from one process at once. ``on_delete``: what the engine's
+    deletion of a key's component does (a driver deletes by itself: nothing; a person's run:
+    ``delete_objects``)."""
 
     def program() -> None:
         try:
@@ -134,8 +134,8 @@ def build_program(
         # process judges against it, never against a file's pending edits.
         pulumi.export(records.SETTINGS_OUTPUT, naming.settings_record(config.kubernetes))
         pulumi.export(records.REPLICAS_OUTPUT, replicas)
-        if desired_version is not None:
-            pulumi.export(records.DESIRED_OUTPUT, desired_version.record())
+        for name, value in (provenance or records.Provenance()).outputs().items():
+            pulumi.export(name, value)
 
     return program
 

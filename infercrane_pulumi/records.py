@@ -26,6 +26,7 @@ WORKLOAD_API_OUTPUT = "workloadApi"
 SETTINGS_OUTPUT = naming.SETTINGS_OUTPUT
 REPLICAS_OUTPUT = "replicas"
 DESIRED_OUTPUT = "desiredVersion"
+CLUSTER_OUTPUT = "cluster"
 
 T = TypeVar("T")
 
@@ -78,6 +79,51 @@ class DesiredVersion:
 
 
 @dataclass(frozen=True)
+class ClusterRecord:
+    """Which cluster a run applied to: the API server it reached and the certificate authority
+    it trusted (``kubeconfigs.ClusterIdentity``), and the uid of the stack's namespace there
+    (None: this identity may not read it)."""
+
+    server: str
+    certificate_authority: str | None
+    namespace_uid: str | None
+
+    def record(self) -> dict[str, str | None]:
+        return {
+            "server": self.server,
+            "certificateAuthority": self.certificate_authority,
+            "namespaceUid": self.namespace_uid,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> ClusterRecord:
+        def optional(name: str) -> str | None:
+            value = record.get(name)
+            return None if value is None else str(value)
+
+        return cls(
+            str(record["server"]), optional("certificateAuthority"), optional("namespaceUid")
+        )
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a driver records beside what it applied: the version of the desired state it read
+    (None: a file) and the cluster it applied to."""
+
+    desired: DesiredVersion | None = None
+    cluster: ClusterRecord | None = None
+
+    def outputs(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        if self.desired is not None:
+            found[DESIRED_OUTPUT] = self.desired.record()
+        if self.cluster is not None:
+            found[CLUSTER_OUTPUT] = self.cluster.record()
+        return found
+
+
+@dataclass(frozen=True)
 class Applied:
     """What the stack's outputs say it applied last: each key's intent and objects, and the
     settings it applied them with (None in outputs written before they were recorded)."""
@@ -89,8 +135,10 @@ class Applied:
     # leaves a verified key out of the program exports for it (``carried``).
     records: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # The version of the desired state the run read from the API server (None: it was given
-    # a file, or ran by hand).
+    # a file, or ran by hand), and the cluster it applied to (None: ran by hand, or before
+    # this was recorded).
     desired: DesiredVersion | None = None
+    cluster: ClusterRecord | None = None
 
     def config(self, given: KubernetesSettings) -> StackConfig:
         """What the stack applied, as a configuration (validated as a whole): its intents
@@ -115,8 +163,10 @@ def from_outputs(outputs: Mapping[str, Any]) -> Applied:
     replicas = (outputs.get(REPLICAS_OUTPUT) or {}).values()
     settings = outputs.get(SETTINGS_OUTPUT)
     desired = outputs.get(DESIRED_OUTPUT)
+    cluster = outputs.get(CLUSTER_OUTPUT)
     return Applied(
         desired=None if desired is None else DesiredVersion.from_record(desired),
+        cluster=None if cluster is None else ClusterRecord.from_record(cluster),
         settings=None if settings is None else KubernetesSettings.model_validate(settings),
         intents=tuple(ReplicaIntent.model_validate(entry["intent"]) for entry in replicas),
         objects={

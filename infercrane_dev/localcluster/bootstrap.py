@@ -1,7 +1,8 @@
 """Bootstrap a namespace the way docs/how-to/bootstrap-a-namespace.md tells an operator to.
 
-As admin: the shipped ``deploy/kubernetes`` manifests (rewritten to the target namespace, rules
-untouched), RoleBindings of the shipped Role(s) to further identities (by default the local
+As admin: the shipped ``deploy/kubernetes`` manifests (rewritten to the target namespace, as
+``sed 's/infercrane-system/<ns>/'`` rewrites them: a rule naming the namespace names the
+target), RoleBindings of the shipped Role(s) to further identities (by default the local
 control plane's provider user, what the docs prescribe for a control plane outside the
 cluster), and the worker Secret with a fresh random value that is returned to the caller and
 never printed or put on a command line. Works on any cluster: nothing here is local-only.
@@ -69,6 +70,10 @@ def shipped_objects(
         for subject in doc.get("subjects", []):
             if subject.get("namespace") == SHIPPED_NAMESPACE:
                 subject["namespace"] = namespace
+        for rule in doc.get("rules", []):
+            if "resourceNames" in rule:
+                named = rule["resourceNames"]
+                rule["resourceNames"] = [namespace if n == SHIPPED_NAMESPACE else n for n in named]
     return documents
 
 

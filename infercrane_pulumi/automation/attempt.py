@@ -20,7 +20,7 @@ from infercrane_pulumi.errors import InferCraneError, PolicyViolationError, Stac
 from infercrane_pulumi.intents import KubernetesSettings
 from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.program import build_program, forgetting, served
-from infercrane_pulumi.records import DesiredVersion
+from infercrane_pulumi.records import Provenance
 
 # The Pulumi CLI's command per operation (refresh is decided per run). A destroy runs the
 # program that registers only the components' delete hook (``program.forgetting``): the engine
@@ -44,13 +44,13 @@ def attempt(
     on_event: engine.EventHandler,
     on_output: engine.Printer | None,
     variables: Mapping[str, str] | None = None,
-    desired_version: DesiredVersion | None = None,
+    provenance: Provenance | None = None,
     deadline: float | None = None,
 ) -> None:
     """One engine run of ``plan`` (``pack``: the policy pack the engine runs; ``findings``: the
     stack's advisory policy findings as the run judged them); ``variables``: more environment
-    for the CLI and its plugins (a lease's marker); ``desired_version``: the version of the desired
-    state the run applies, for the program to record; ``deadline``: when the engine is stopped
+    for the CLI and its plugins (a lease's marker); ``provenance``: what the program records
+    beside what it applies (``records.Provenance``); ``deadline``: when the engine is stopped
     (``time.monotonic()``)."""
     if operation == "up" and pack is not None:
         # A preview first, so that the pack's mandatory finding stops the run before any write
@@ -78,7 +78,7 @@ def attempt(
             on_delete=lambda _config, _key: None,
             carried=plan.carried,
             report=refused.append,
-            desired_version=desired_version,
+            provenance=provenance,
         )
 
     def urns(keys: Iterable[str]) -> dict[str, str]:

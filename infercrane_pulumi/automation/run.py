@@ -56,7 +56,7 @@ from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.recovery import break_locks, recover
-from infercrane_pulumi.cluster import client, deletion
+from infercrane_pulumi.cluster import client, deletion, placement
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
     InferCraneError,
@@ -66,7 +66,7 @@ from infercrane_pulumi.errors import (
 from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.policy import rules
 from infercrane_pulumi.policy.rules import Finding
-from infercrane_pulumi.records import Applied, DesiredVersion
+from infercrane_pulumi.records import Applied, DesiredVersion, Provenance
 
 Printer = engine.Printer
 EventHandler = engine.EventHandler
@@ -158,6 +158,9 @@ def run(
     cluster = client.connect(config.kubernetes)
     try:
         last_run = stacks.applied(stack) if applied is None else applied
+        # Before anything is judged or written: the cluster the stack applied to, or none yet.
+        where = placement.reached(cluster, config.kubernetes)
+        placement.check(stack.name, last_run.cluster, where)
         # A verified no-op must not answer for a stack another operation is changing
         # (under a lease, none can be).
         alone = lease is not None or not holders.held_elsewhere(env, stack.name)
@@ -192,7 +195,7 @@ def run(
                 lease=lease,
                 on_event=record,
                 memory=engine.memory_limit(_held(rendered, last_run), os.environ),
-                desired_version=desired_version,
+                provenance=Provenance(desired_version, where),
                 stop_at=deadline,
             )
             if engine_first:
@@ -259,7 +262,7 @@ def _engine(
     lease: leases.Lease | None,
     on_event: EventHandler,
     memory: Mapping[str, str],
-    desired_version: DesiredVersion | None,
+    provenance: Provenance,
     stop_at: float | None,
 ) -> None:
     """Engine attempts until one is not refused as busy. Without a lease: what a dead run
@@ -290,7 +293,7 @@ def _engine(
                 on_event=on_event,
                 on_output=options.on_output,
                 variables=variables,
-                desired_version=desired_version,
+                provenance=provenance,
                 deadline=stop_at,
             )
         except StackBusyError:

@@ -243,6 +243,14 @@ class Cluster:
         raise_for_status(response, f"OpenAPI schema of {kind.group_version}")
         return dict((response.body.get("components") or {}).get("schemas") or {})
 
+    def namespace_uid(self, namespace: str) -> str | None:
+        """``namespace``'s uid (None: this identity may not read it, or it does not exist)."""
+        response = self.transport.request("GET", f"/api/v1/namespaces/{namespace}")
+        if response.status in (403, 404):
+            return None
+        raise_for_status(response, f"namespace {namespace}")
+        return str((response.body.get("metadata") or {}).get("uid") or "") or None
+
     def version(self) -> str:
         response = self.transport.request("GET", "/version")
         raise_for_status(response, "API server version")

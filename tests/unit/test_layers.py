@@ -50,6 +50,7 @@ RANKS = {
     "cluster": 6,
     "cluster.client": 6,
     "cluster.preflight": 7,
+    "cluster.placement": 7,
     "cluster.desired": 7,
     "cluster.doctor": 9,
     "cluster.observe": 9,

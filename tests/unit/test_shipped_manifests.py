@@ -89,6 +89,15 @@ def test_roles_grant_only_the_owned_resources_and_no_rbac_power() -> None:
         "infercrane-observe-pods": [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
         ],
+        # The stack's namespace, by name, read only: its uid says which cluster a stack is in.
+        "infercrane-namespace-identity": [
+            {
+                "apiGroups": [""],
+                "resources": ["namespaces"],
+                "resourceNames": ["infercrane-system"],
+                "verbs": ["get"],
+            },
+        ],
         # The runner's stack file, that one ConfigMap by name, read only.
         "infercrane-runner-stack": [
             {
@@ -123,6 +132,7 @@ def test_role_bindings_bind_our_roles_to_the_control_plane_account() -> None:
         "infercrane-provider-kserve",
         "infercrane-observe-pods",
         "infercrane-runner-stack",
+        "infercrane-namespace-identity",
     }
     for binding in bindings:
         assert binding["roleRef"]["kind"] == "Role"
