@@ -31,7 +31,7 @@ from infercrane_pulumi import automation, kinds, naming
 from infercrane_pulumi.automation import NamespaceStack, project
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.config_files import STACK_CONFIG_DIR, stack_file
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.intents import ALLOW_EMPTY_KEY, KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.kinds import Kind
 from tests.conformance.identity import ProviderIdentity
 
@@ -158,14 +158,21 @@ class Harness:
         replicas: list[dict[str, Any]],
         *,
         policy: dict[str, Any] | None = None,
+        allow_empty: bool = False,
         **settings: Any,
     ) -> Path:
-        """Write the generated project (as every driver runs it) and this test's stack file."""
+        """Write the generated project (as every driver runs it) and this test's stack file
+        (``allow_empty``: an empty ``replicas`` may delete every replica)."""
         project.write_project(self.project_dir)
         kubernetes = self.kubernetes(**settings)
-        config = {"infercrane:kubernetes": kubernetes, "infercrane:replicas": replicas}
+        config: dict[str, Any] = {
+            "infercrane:kubernetes": kubernetes,
+            "infercrane:replicas": replicas,
+        }
         if policy is not None:
             config["infercrane:policy"] = policy
+        if allow_empty:
+            config[ALLOW_EMPTY_KEY] = True
         self.stack_file.write_text(yaml.safe_dump({"config": config}))
         return self.stack_file
 

@@ -187,7 +187,7 @@ def test_a_person_emptying_the_stack_deletes_only_what_is_exactly_ours(
         < 300
     )
     theirs = look_alike(admin_client, kinds.DEPLOYMENT, harness.namespace, "last-r0")
-    harness.configure([])
+    harness.configure([], allow_empty=True)
     by_hand(harness, tmp_path, on_event=lambda event: None)
     assert uid(harness, kinds.DEPLOYMENT, "last-r0") == theirs
     assert uid(harness, kinds.SERVICE, "last-r0") is None
