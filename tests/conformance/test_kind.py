@@ -276,6 +276,32 @@ else:
 """
 
 
+def _two_runners_on_postgresql(
+    kind_cluster: KindRuntime,
+    backend: Backend,
+    namespace: str,
+    *,
+    every: str,
+    events: bool = False,
+    spread: bool = False,
+) -> Runner:
+    """The shipped runner's two replicas in ``namespace`` (not started), their state and leases
+    on PostgreSQL running as a Pod beside them (``spread``: each runner on a node of its own,
+    and PostgreSQL reached by its Service's address, without cluster DNS)."""
+    state = StatePod(backend.admin, namespace, by_address=spread)
+    state.start(kind_cluster.images["postgres"], backend.ledger.labels)
+    return Runner(
+        backend.admin,
+        namespace,
+        _kubectl(kind_cluster),
+        replicas=2,
+        every=every,
+        events=events,
+        state_url=state.url,
+        spread=spread,
+    )
+
+
 def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_mid_run(
     kind_cluster: KindRuntime,
     tenant: Tenant,
@@ -290,17 +316,7 @@ def test_two_runners_on_postgresql_in_the_cluster_converge_after_one_is_killed_m
     (The namespace's deletion removes the rest; the module's leftover check proves it.)"""
     namespace = tenant.namespace
     admin_client, ledger = backend.admin, backend.ledger
-    state = StatePod(admin_client, namespace)
-    state.start(kind_cluster.images["postgres"], ledger.labels)
-    runner = Runner(
-        admin_client,
-        namespace,
-        _kubectl(kind_cluster),
-        replicas=2,
-        every="30",
-        events=True,
-        state_url=state.url,
-    )
+    runner = _two_runners_on_postgresql(kind_cluster, backend, namespace, every="30", events=True)
     settings = real_node.settings()
     first = [replica("pair-r0", gpu=real_node.product)]
     runner.start(
@@ -451,16 +467,9 @@ def test_two_runners_apply_the_newest_stack_file_whatever_their_copy_and_refuse_
     namespace = tenant.namespace
     admin_client, ledger = backend.admin, backend.ledger
     core = client.CoreV1Api(admin_client)
-    state = StatePod(admin_client, namespace, by_address=True)
-    state.start(kind_cluster.images["postgres"], ledger.labels)
-    runner = Runner(
-        admin_client,
-        namespace,
-        _kubectl(kind_cluster),
-        replicas=2,
-        every=str(ORDER_PERIOD),
-        state_url=state.url,
-        spread=True,
+    # On two nodes; PostgreSQL by its address: the stopped kubelet's node runs cluster DNS.
+    runner = _two_runners_on_postgresql(
+        kind_cluster, backend, namespace, every=str(ORDER_PERIOD), spread=True
     )
 
     def document(*keys: str) -> str:
