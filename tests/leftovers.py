@@ -14,7 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
-from infercrane_pulumi.automation.engine.sessions import PROC, read_stat
+from infercrane_pulumi.automation.engine import marks
+from infercrane_pulumi.automation.engine.marks import PROC
 
 MARK = "INFERCRANE_TEST_SESSION"
 GRACE_SECONDS = 10.0
@@ -28,18 +29,14 @@ def new_mark() -> str:
 def engine_processes(mark: str) -> dict[int, str]:
     """Live ``pulumi*`` processes carrying ``mark``: pid -> what started them."""
     found = {}
-    for entry in PROC.iterdir():
-        stat = read_stat(int(entry.name)) if entry.name.isdigit() else None
-        if stat is None or not stat.alive:
-            continue
+    for pid in marks.marked(MARK, mark):
         try:
-            name = (entry / "comm").read_text().strip()
-            environ = _environ(entry)
+            name = (PROC / str(pid) / "comm").read_text().strip()
+            started_by = _started_by(PROC / str(pid))
         except OSError:
             continue  # gone while we looked
-        if name.startswith(ENGINE_NAME) and environ.get(MARK) == mark:
-            started_by = environ.get("PYTEST_CURRENT_TEST", "(no test)")
-            found[int(entry.name)] = f"{name} (pid {entry.name}), started by {started_by}"
+        if name.startswith(ENGINE_NAME):
+            found[pid] = f"{name} (pid {pid}), started by {started_by}"
     return found
 
 
@@ -51,6 +48,10 @@ def left_behind(mark: str, *, grace: float = GRACE_SECONDS) -> list[str]:
     return sorted(found.values())
 
 
-def _environ(entry: Path) -> dict[str, str]:
-    pairs = (item.partition(b"=") for item in (entry / "environ").read_bytes().split(b"\0"))
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs if k}
+def _started_by(entry: Path) -> str:
+    """The test that started the process (the ``PYTEST_CURRENT_TEST`` it inherited)."""
+    for item in (entry / "environ").read_bytes().split(b"\0"):
+        name, _, value = item.partition(b"=")
+        if name == b"PYTEST_CURRENT_TEST":
+            return value.decode(errors="replace")
+    return "(no test)"

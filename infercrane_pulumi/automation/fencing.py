@@ -10,40 +10,18 @@ token.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import time
-from pathlib import Path
+from infercrane_pulumi.automation.engine import marks
 
 MARKER_ENV = "INFERCRANE_LEASE"
-STOP_SECONDS = 5.0  # a run's processes are gone within this (SIGKILL, then a rescan)
-_PROC = Path("/proc")
 
 
 def marked(token: str) -> list[int]:
     """The processes whose environment carries ``token`` (this process excluded)."""
-    needle = f"{MARKER_ENV}={token}".encode()
-    found = []
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-    return found
+    return marks.marked(MARKER_ENV, token)
 
 
 def stop(token: str) -> list[int]:
     """SIGKILL every process of the run marked ``token`` until none is left (or
-    ``STOP_SECONDS`` pass); returns the pids killed. The engine dies in the first sweep, so
-    nothing new is started after it."""
-    killed: list[int] = []
-    deadline = time.monotonic() + STOP_SECONDS
-    while (pids := marked(token)) and time.monotonic() < deadline:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        killed += [pid for pid in pids if pid not in killed]
-        time.sleep(0.05)
-    return killed
+    ``marks.KILL_SECONDS`` pass); returns the pids killed. The engine dies in the first sweep,
+    so nothing new is started after it."""
+    return marks.stop(MARKER_ENV, token, grace=0.0)

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from infercrane_dev.localcluster.processes import kill_tree
 from infercrane_pulumi import automation
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.errors import InferCraneError
@@ -160,8 +160,8 @@ class Replica:
         return self.answer()
 
     def kill(self) -> None:
-        """SIGKILL the replica with its engine, as a host dies."""
-        os.killpg(self.process.pid, signal.SIGKILL)
+        """SIGKILL the replica with its engine and every plugin it started, as a host dies."""
+        kill_tree(self.process.pid)
         self.process.wait(timeout=30)
 
     def close(self) -> None:

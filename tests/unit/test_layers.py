@@ -70,7 +70,7 @@ RANKS = {
     "automation.engine.locks": 11,
     "automation.engine.history": 11,
     "automation.engine.memory": 11,
-    "automation.engine.sessions": 10,
+    "automation.engine.marks": 10,
     "automation.s3": 11,
     "automation.engine.operation": 12,
     "automation.engine": 13,

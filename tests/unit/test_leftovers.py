@@ -47,7 +47,7 @@ def test_a_session_whose_test_leaves_an_engine_process_fails_naming_the_test(
     )
     try:
         inner = subprocess.run(
-            [*INNER_PYTEST, str(tmp_path / "test_inner.py")],
+            [*INNER_PYTEST, str(tmp_path), str(tmp_path / "test_inner.py")],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -15,11 +15,10 @@ writes the event log itself (``--event-log``, engine contract 3). The SDK's
 ``PulumiCommand.run`` cannot do either: it keeps all of stdout in memory until the CLI exits
 (tens of megabytes of JSON at 1,000 intents).
 
-Every engine run's processes end with it (``sessions``): the CLI leads a session of its own,
-and whatever is left of that session when the run ends (its plugins, after a CLI killed by a
-signal) is stopped. A run given a deadline is cancelled there (SIGINT: the CLI stops its steps
-and writes its state), then killed after ``CANCEL_SECONDS`` (``RunTimeoutError``). In a session
-of its own the CLI no longer gets a terminal's Ctrl-C: this process hands it on.
+Every engine run's processes end with it (``marks``): each carries the run's mark, and
+whatever still does when the run ends (its plugins, after a CLI killed by a signal) is stopped.
+A run given a deadline is cancelled there (SIGINT: the CLI stops its steps and writes its
+state), then killed after ``CANCEL_SECONDS`` (``RunTimeoutError``).
 
 A failure is Pulumi's own ``CommandError``, classified from stderr by the SDK as before.
 """
@@ -27,6 +26,7 @@ A failure is Pulumi's own ``CommandError``, classified from stderr by the SDK as
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import threading
@@ -37,7 +37,7 @@ from typing import Any, TextIO
 
 from pulumi import automation as auto
 
-from infercrane_pulumi.automation.engine import sessions
+from infercrane_pulumi.automation.engine import marks
 from infercrane_pulumi.errors import RunTimeoutError
 
 Printer = Callable[[str], Any]
@@ -72,6 +72,8 @@ def run(
         **({"PULUMI_DEBUG_COMMANDS": "true"} if watched else _STREAM_PREVIEW),
         "PULUMI_AUTOMATION_API": "true",
     }
+    token = secrets.token_hex(16)
+    environment[marks.MARK_ENV] = token
     errors: list[str] = []
     expired = threading.Event()
     with (
@@ -84,13 +86,12 @@ def run(
             stdout=subprocess.PIPE if watched else log,
             stderr=subprocess.PIPE,
             encoding="utf-8",
-            start_new_session=True,
         ) as process,
     ):
         timer = None
         if deadline is not None:
             timer = threading.Timer(
-                max(0.0, deadline - time.monotonic()), _expire, (process, expired)
+                max(0.0, deadline - time.monotonic()), _expire, (process, token, expired)
             )
             timer.start()
         # Both pipes read apart, so that neither fills up while the other is read, and so that
@@ -101,13 +102,13 @@ def run(
             readers.append(_reading(_show, process.stdout, on_output, display_failed))
         try:
             code = process.wait()
-        except BaseException:  # Ctrl-C, which the CLI's own session no longer receives
-            _cancel(process)
+        except BaseException:  # Ctrl-C: the CLI, in this group, has it too and stops its steps
+            _stopped(process, token)
             raise
         finally:
             if timer is not None:
                 timer.cancel()
-            sessions.end(process.pid)
+            marks.stop(marks.MARK_ENV, token)
             for reader in readers:
                 reader.join()
         if display_failed:
@@ -121,21 +122,21 @@ def run(
         raise auto.errors.create_command_error(result)
 
 
-def _expire(process: subprocess.Popen[str], expired: threading.Event) -> None:
+def _expire(process: subprocess.Popen[str], token: str, expired: threading.Event) -> None:
+    """The deadline: the CLI cancelled as Ctrl-C cancels it."""
     expired.set()
-    _cancel(process)
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        _stopped(process, token)
 
 
-def _cancel(process: subprocess.Popen[str]) -> None:
-    """Stop the CLI as Ctrl-C does (it cancels its steps and writes its state); killed with
-    its whole session if it has not stopped within ``CANCEL_SECONDS``."""
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGINT)
+def _stopped(process: subprocess.Popen[str], token: str) -> None:
+    """Once the CLI has had its SIGINT: ``CANCEL_SECONDS`` to stop its steps and write its
+    state, then killed with every process of the run."""
     try:
         process.wait(CANCEL_SECONDS)
     except subprocess.TimeoutExpired:
-        sessions.end(process.pid, grace=0.0)
+        marks.stop(marks.MARK_ENV, token, grace=0.0)
 
 
 def inherited(environ: Mapping[str, str]) -> dict[str, str]:

@@ -32,7 +32,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -45,7 +44,7 @@ from typing import Any, Literal
 
 from pulumi import automation as auto
 
-from infercrane_dev.localcluster.processes import descendants, process_start_ticks
+from infercrane_dev.localcluster.processes import kill_tree, process_start_ticks
 from infercrane_pulumi import components, kinds, naming
 from infercrane_pulumi.automation import NamespaceStack, engine, holders
 from infercrane_pulumi.automation.environment import PulumiEnvironment
@@ -387,43 +386,6 @@ def kill_at(
         assert time.monotonic() < ended, f"{driver.name}'s processes outlived the kill: {left}"
         time.sleep(0.1)
     return kill
-
-
-def kill_tree(pid: int, while_frozen: Callable[[], None] = lambda: None) -> dict[int, int | None]:
-    """SIGKILL the process group of ``pid`` and every process group below it, as when their
-    host dies; the processes it killed, with their start times. Pulumi starts each plugin
-    (language host, program, provider) in a process group of its own (``Setpgid``), so the
-    driver's group alone would leave them running (an idle provider was seen alive half an
-    hour later). Each group is stopped as it is found, so none starts another, then
-    ``while_frozen`` runs (the processes alive, doing nothing), then all are killed at once."""
-    groups: set[int] = set()
-    found: set[int] = set()
-    while True:
-        found |= descendants(pid) | {pid}
-        new = {_group(member) for member in found} - groups - {None, os.getpgrp()}
-        if not new:
-            break
-        for group in new:
-            _signal(group, signal.SIGSTOP)
-        groups |= {group for group in new if group is not None}
-    killed = {member: process_start_ticks(member) for member in found - {pid}}
-    while_frozen()
-    for group in groups:
-        _signal(group, signal.SIGKILL)
-    return killed
-
-
-def _group(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
-        return None
-
-
-def _signal(group: int | None, signal_number: signal.Signals) -> None:
-    if group is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal_number)
 
 
 def survivors(processes: Mapping[int, int | None]) -> list[str]:

@@ -26,10 +26,8 @@ ones (``INFERCRANE_SOAK_MINUTES``, as the deletion rule's).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -44,7 +42,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 from kubernetes import client
 
-from infercrane_dev.localcluster.processes import descendants
+from infercrane_dev.localcluster.processes import kill_tree
 from infercrane_pulumi import records
 from infercrane_pulumi.automation import engine, project
 from infercrane_pulumi.cluster.client import Cluster
@@ -268,16 +266,14 @@ class DesiredVersions(RuleBasedStateMachine):
             raise AssertionError("\n  ".join(["after the runs:", *problems]))
 
     def killed(self, process: subprocess.Popen[str], delay: float) -> dict[str, Any] | None:
-        """SIGKILL the runner and every process it started, ``delay`` seconds in (the CLI
-        leads a session of its own); its answer if it had answered by then."""
+        """SIGKILL the runner and every process it started, ``delay`` seconds in; its answer if
+        it had answered by then."""
         try:
             out, _ = process.communicate(timeout=delay)
             return dict(json.loads(out)) if out.strip() else None
         except subprocess.TimeoutExpired:
             pass
-        for pid in [process.pid, *descendants(process.pid)]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_tree(process.pid)
         process.communicate(timeout=60)
         self.runs.kills += 1
         return None

@@ -1,10 +1,9 @@
-"""Every process of an engine run ends with it (``engine.sessions``), for real: a stand-in
+"""Every process of an engine run ends with it (``engine.marks``), for real: a stand-in
 ``pulumi`` starts a "plugin" in a process group of its own, as Pulumi starts each plugin, and
 then dies of a signal, or hangs past the run's deadline."""
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 from pulumi import automation as auto
 
-from infercrane_pulumi.automation.engine import process, sessions
+from infercrane_pulumi.automation.engine import marks, process
 from infercrane_pulumi.errors import RunTimeoutError
 from tests.runguard import stand_in_cli
 
@@ -47,7 +46,7 @@ def pulumi(tmp_path: Path) -> auto.PulumiCommand:
 
 
 def ended(pid: int) -> bool:
-    stat = sessions.read_stat(pid)
+    stat = marks.read_stat(pid)
     return stat is None or not stat.alive
 
 
@@ -84,4 +83,3 @@ def test_a_run_past_its_deadline_is_cancelled_then_killed_with_its_plugins(
     )
     plugin = int((tmp_path / "plugin").read_text())
     assert ended(plugin)
-    assert sessions.members(os.getsid(0)) != []  # this process's own session is left alone
