@@ -57,6 +57,15 @@ DEPLOYMENT_POD = PodDialect(container_name="runtime")
 KSERVE_POD = PodDialect(container_name="kserve-container", cpu_limit_required=True)
 
 
+def literal(argv: list[str]) -> list[str]:
+    """``argv`` as Kubernetes must pass it to the process, to the letter. Kubernetes expands
+    ``$(NAME)`` in a container's command and args from the container's environment (which holds
+    the worker key and ``HF_TOKEN``) and reduces ``$$`` to ``$``: so every ``$`` is doubled, and
+    no string of a stack file (a model's name, its revision, an argument, a custom command, what
+    ``${MODEL}`` puts into it) is ever expanded. The one place every container's argv passes."""
+    return [entry.replace("$", "$$") for entry in argv]
+
+
 def container_args(intent: ReplicaIntent) -> list[str]:
     if intent.workload is not None:
         values = {
@@ -182,9 +191,9 @@ def runtime_container(
 ) -> Manifest:
     workload = intent.workload
     argv: Manifest = (
-        {"command": list(VLLM_COMMAND), "args": container_args(intent)}
+        {"command": literal(list(VLLM_COMMAND)), "args": literal(container_args(intent))}
         if workload is None
-        else {"command": container_args(intent)}
+        else {"command": literal(container_args(intent))}
     )
     container: Manifest = {
         "name": dialect.container_name,

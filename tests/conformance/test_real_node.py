@@ -128,6 +128,23 @@ def test_a_vllm_replica_serves_its_model_through_its_service_and_refuses_without
     assert (facts["model"], facts["port"], facts["key_configured"]) == (MODEL, 8000, True)
 
 
+def test_a_model_named_after_a_variable_reaches_the_runtime_to_the_letter(
+    replicas: Replicas,
+) -> None:
+    """Kubernetes expands ``$(NAME)`` in a container's argv from its environment: a model named
+    ``$(VLLM_API_KEY)`` once started the runtime with the worker key as its model. A real
+    kubelet starts the stand-in here, which reports the argv it was given."""
+    key = "real-literal-r0"
+    named = "$(VLLM_API_KEY)"
+    replicas.stack.ensure([replicas.intent(key, model=named, modelRevision="$(HF_TOKEN)")])
+    replicas.ready(key)
+    facts = replicas.standin(key)
+    assert facts["model"] == named
+    assert facts["argv"][3:] == [
+        *("--model", named, "--host", "0.0.0.0", "--port", "8000", "--revision", "$(HF_TOKEN)"),
+    ]
+
+
 def test_a_custom_workload_in_the_sglang_form_serves_on_its_own_port(replicas: Replicas) -> None:
     key = "real-sglang-r0"
     workload = {

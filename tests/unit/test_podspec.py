@@ -8,8 +8,10 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from infercrane_pulumi import workloads
+from infercrane_pulumi import podspec, workloads
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.validators import quantity_value
 from tests.unit import samples
@@ -256,3 +258,53 @@ def test_the_defaulting_model_does_change_a_predictor_that_leaves_it_room() -> N
             }
         ]
     }
+
+
+def expanded(text: str, env: dict[str, str]) -> str:
+    """What Kubernetes makes of a container's command or args entry (its documented expansion:
+    ``$(NAME)`` from the container's environment, ``$$`` reduced to ``$``, anything else kept)."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("$(", i) and (end := text.find(")", i)) != -1:
+            name = text[i + 2 : end]
+            out.append(env.get(name, text[i : end + 1]))
+            i = end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+ENVIRONMENT = {"VLLM_API_KEY": "the-worker-key", "HF_TOKEN": "hf-secret", "PORT": "8000"}
+
+
+@given(st.text(alphabet="$(){}AKPVY_ -", max_size=40))
+def test_no_string_of_a_stack_file_is_expanded_by_kubernetes(text: str) -> None:
+    """A model named ``$(VLLM_API_KEY)`` once reached the runtime as the worker key."""
+    assert [expanded(entry, ENVIRONMENT) for entry in podspec.literal([text])] == [text]
+
+
+@pytest.mark.parametrize("kserve", [False, True], ids=["deployment", "kserve"])
+def test_every_field_reaches_the_runtime_to_the_letter(kserve: bool) -> None:
+    settings = samples.kubernetes(**({"workloadApi": "kserve"} if kserve else {}))
+    default = samples.replica(
+        model="$(VLLM_API_KEY)", modelRevision="$(HF_TOKEN)", runtimeArgs=["--x=$(PORT)$$"]
+    )
+    found = container(settings, default)
+    argv = [*found["command"], *found["args"]]
+    assert [expanded(entry, ENVIRONMENT) for entry in argv] == [
+        *podspec.VLLM_COMMAND,
+        *("--model", "$(VLLM_API_KEY)", "--host", "0.0.0.0", "--port", "8000"),
+        *("--revision", "$(HF_TOKEN)", "--x=$(PORT)$$"),
+    ]
+    workload = {
+        "image": samples.IMAGE,
+        "command": ["serve", "--model", "${MODEL}", "--port", "${PORT}"],
+    }
+    custom = container(settings, samples.replica(model="$(HF_TOKEN)", workload=workload))
+    assert [expanded(entry, ENVIRONMENT) for entry in custom["command"]] == [
+        *("serve", "--model", "$(HF_TOKEN)", "--port", "8000"),
+    ]
