@@ -19,6 +19,10 @@ from infercrane_pulumi.errors import ConfigError
 POSTGRES_SCHEME = "postgres"  # the only spelling Pulumi's DIY registry serves
 DEFAULT_TABLE = "pulumi_state"  # Pulumi's own default for the ``table`` parameter
 REDACTED = "***"
+# A query parameter that may carry a password (libpq's password, sslpassword), to its end.
+_QUERY_SECRET = re.compile(r"([?&][^=&#]*pass[^=&#]*=)[^&]*", re.IGNORECASE)
+_MASKED = rf"\g<1>{REDACTED}"
+_SECRETIVE = re.compile(r"@|pass", re.IGNORECASE)
 # Pulumi interpolates ``table`` into its SQL: only (schema-qualified) identifiers pass.
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?")
 
@@ -54,6 +58,11 @@ def database(url: str) -> Database:
     problems = []
     if parts.scheme != POSTGRES_SCHEME:
         problems.append(f"backend URL {shown}: the scheme must be {POSTGRES_SCHEME}://")
+    if parts.fragment or "#" in url:
+        problems.append(
+            f"backend URL {shown}: holds a '#' (a password's '#', '/', '?' or '@' must be "
+            "percent-encoded: %23, %2F, %3F, %40)"
+        )
     query = dict(parse_qsl(parts.query))
     if not (parts.hostname or query.get("host")):
         problems.append(f"backend URL {shown}: no host")
@@ -65,10 +74,12 @@ def database(url: str) -> Database:
         problems.append(f"backend URL {shown}: table must be an SQL identifier")
     if problems:
         raise ConfigError(problems)
-    return Database(
-        url=urlunsplit(parts._replace(netloc=_netloc(parts, None))),
-        password=None if parts.password is None else unquote(parts.password),
-    )
+    password = None if parts.password is None else unquote(parts.password)
+    if "password" in query:  # libpq's own parameter: moved out of the URL all the same
+        password = password or query["password"]
+        kept = [(k, v) for k, v in parse_qsl(parts.query) if k != "password"]
+        parts = parts._replace(query=urlencode(kept))
+    return Database(url=urlunsplit(parts._replace(netloc=_netloc(parts, None))), password=password)
 
 
 def is_postgres(url: str) -> bool:
@@ -76,14 +87,19 @@ def is_postgres(url: str) -> bool:
 
 
 def redact(url: str) -> str:
-    """``url`` with any password replaced, for messages; unparsable URLs show their scheme only."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        return urlunsplit(parts._replace(netloc=_netloc(parts, REDACTED)))
-    except ValueError:
-        return url.split(":", 1)[0] + "://" + REDACTED
+    """``url`` with every password it may hold replaced, for messages: its userinfo's, whatever
+    characters that holds (an unencoded ``#``, ``/``, ``?`` or ``@`` included: all between the
+    scheme and the last ``@`` is userinfo), and the value of every query parameter whose name
+    holds ``pass`` (``password=``, ``sslpassword=``). Without ``://``: the scheme only, if any
+    ``@`` or ``pass`` could hide a secret."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return f"{url.split(':', 1)[0]}://{REDACTED}" if _SECRETIVE.search(url) else url
+    at = rest.rfind("@")
+    if at >= 0:
+        user, colon, _ = rest[:at].partition(":")
+        rest = f"{user}:{REDACTED}@{rest[at + 1 :]}" if colon else rest
+    return f"{scheme}://{_QUERY_SECRET.sub(_MASKED, rest)}"
 
 
 def lease_key(backend: str, stack_name: str) -> int:

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from infercrane_pulumi.automation import (
     EnvironmentFlags,
@@ -234,3 +236,36 @@ def test_the_command_lines_resolution_takes_the_rule_too(lease: str | None) -> N
     assert env.lease_database == backends.database(lease)
     # The lease database's password reaches no message of the refusal above, nor the repr.
     assert SECRET not in repr(env)
+
+
+# Every character a person may put in a password, the URL's reserved ones first.
+PASSWORDS = st.text(
+    alphabet=st.sampled_from("#/?@:%&=+ ;[]") | st.characters(min_codepoint=33, max_codepoint=126),
+    min_size=6,
+    max_size=24,
+)
+URL_FORMS = (
+    "postgres://infercrane:{pw}@db.internal:5432/control?sslmode=require",
+    "postgres://infercrane@db.internal/control?password={pw}",
+    "postgres://infercrane@db.internal/control?sslmode=require&sslpassword={pw}&table=state",
+    "s3://AKIA:{pw}@bucket/prefix?region=eu-west-1",
+)
+
+
+@given(password=PASSWORDS, form=st.sampled_from(URL_FORMS))
+def test_no_password_survives_redaction_whatever_its_characters(password: str, form: str) -> None:
+    """``postgres://u:Xy#9kq@host/db`` (a ``#``, ``/`` or ``?`` in an unencoded password) and
+    ``?password=`` were printed whole."""
+    url = form.format(pw=password)
+    assume(password not in form.format(pw=backends.REDACTED))
+    assert password not in backends.redact(url)
+    if form.startswith("postgres"):
+        try:
+            backends.database(url)
+        except ConfigError as refused:
+            assert all(password not in line for line in refused.problems)
+
+
+def test_a_password_in_the_query_is_moved_out_of_the_url_as_one_in_the_userinfo() -> None:
+    found = backends.database("postgres://u@db/control?sslmode=require&password=p%26w")
+    assert (found.url, found.password) == ("postgres://u@db/control?sslmode=require", "p&w")
