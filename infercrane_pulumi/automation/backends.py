@@ -19,8 +19,9 @@ from infercrane_pulumi.errors import ConfigError
 POSTGRES_SCHEME = "postgres"  # the only spelling Pulumi's DIY registry serves
 DEFAULT_TABLE = "pulumi_state"  # Pulumi's own default for the ``table`` parameter
 REDACTED = "***"
-# A query parameter that may carry a password (libpq's password, sslpassword), to its end.
-_QUERY_SECRET = re.compile(r"([?&][^=&#]*pass[^=&#]*=)[^&]*", re.IGNORECASE)
+# A query parameter that may carry a password (libpq's password, sslpassword): its value and
+# all after it, since an unencoded '&' or '#' in the password would end it early.
+_QUERY_SECRET = re.compile(r"([?&][^=&#]*pass[^=&#]*=).*", re.IGNORECASE | re.DOTALL)
 _MASKED = rf"\g<1>{REDACTED}"
 _SECRETIVE = re.compile(r"@|pass", re.IGNORECASE)
 # Pulumi interpolates ``table`` into its SQL: only (schema-qualified) identifiers pass.
@@ -89,8 +90,8 @@ def is_postgres(url: str) -> bool:
 def redact(url: str) -> str:
     """``url`` with every password it may hold replaced, for messages: its userinfo's, whatever
     characters that holds (an unencoded ``#``, ``/``, ``?`` or ``@`` included: all between the
-    scheme and the last ``@`` is userinfo), and the value of every query parameter whose name
-    holds ``pass`` (``password=``, ``sslpassword=``). Without ``://``: the scheme only, if any
+    scheme and the last ``@`` is userinfo), and, from the first query parameter whose name holds
+    ``pass`` (``password=``, ``sslpassword=``), all that follows its ``=``. Without ``://``: the scheme only, if any
     ``@`` or ``pass`` could hide a secret."""
     scheme, separator, rest = url.partition("://")
     if not separator:
