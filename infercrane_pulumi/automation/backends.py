@@ -91,8 +91,8 @@ def redact(url: str) -> str:
     """``url`` with every password it may hold replaced, for messages: its userinfo's, whatever
     characters that holds (an unencoded ``#``, ``/``, ``?`` or ``@`` included: all between the
     scheme and the last ``@`` is userinfo), and, from the first query parameter whose name holds
-    ``pass`` (``password=``, ``sslpassword=``), all that follows its ``=``. Without ``://``: the scheme only, if any
-    ``@`` or ``pass`` could hide a secret."""
+    ``pass`` (``password=``, ``sslpassword=``), all that follows its ``=``. Without ``://``:
+    the scheme only, if any ``@`` or ``pass`` could hide a secret."""
     scheme, separator, rest = url.partition("://")
     if not separator:
         return f"{url.split(':', 1)[0]}://{REDACTED}" if _SECRETIVE.search(url) else url

@@ -115,12 +115,22 @@ def _gpu_product(policy: PolicySettings, subject: Subject, context: Context) -> 
 
 
 def _runtime_flags(policy: PolicySettings, subject: Subject, _: Context) -> Iterator[str]:
-    denied = [flag for flag in policy.denied_flags if flag not in policy.allowed_flags]
+    allowed = {_as_parsed(flag) for flag in policy.allowed_flags}
+    denied = [flag for flag in policy.denied_flags if _as_parsed(flag) not in allowed]
     for container in podsecurity.containers(pod_spec(subject.workload)):
         argv = [*(container.get("command") or []), *(container.get("args") or [])]
+        given = {_as_parsed(entry) for entry in argv if entry.startswith("--") and entry != "--"}
         for flag in denied:
-            if any(entry == flag or entry.startswith(f"{flag}=") for entry in argv):
+            name = _as_parsed(flag)
+            # An abbreviation too: argparse (vLLM's, SGLang's) takes a unique prefix of a flag.
+            if any(name.startswith(spelled) for spelled in given):
                 yield f"{subject.external_key}: {flag} is in the runtime's argv"
+
+
+def _as_parsed(entry: str) -> str:
+    """A flag as the runtimes' parsers read it: its name alone (``--flag=value`` and ``--flag
+    value`` alike), ``_`` and ``-`` alike (vLLM's parser turns one into the other)."""
+    return entry.split("=", 1)[0].replace("_", "-")
 
 
 def _pod_security(policy: PolicySettings, subject: Subject, _: Context) -> Iterator[str]:

@@ -39,9 +39,21 @@ def test_the_defaults_pass_what_infercrane_renders_for_both_workload_apis() -> N
     assert _findings({}, replicas, workloadApi="kserve") == []
 
 
-@pytest.mark.parametrize("flag", ["--trust-remote-code", "--api-key=sk-abc", "--api-key"])
-def test_denied_flags_in_argv_are_mandatory_violations_that_never_echo_a_value(flag: str) -> None:
-    denied = flag.split("=", 1)[0]
+@pytest.mark.parametrize(
+    ("flag", "denied"),
+    [
+        ("--trust-remote-code", "--trust-remote-code"),
+        ("--api-key=sk-abc", "--api-key"),
+        ("--api-key", "--api-key"),
+        # As the runtime's parser reads them (they passed once): '_' for '-', an abbreviation.
+        ("--trust_remote_code", "--trust-remote-code"),
+        ("--api_key=sk-abc", "--api-key"),
+        ("--trust-remote", "--trust-remote-code"),
+    ],
+)
+def test_denied_flags_in_argv_are_mandatory_violations_that_never_echo_a_value(
+    flag: str, denied: str
+) -> None:
     assert _findings({}, [samples.replica(runtimeArgs=["--max-model-len", "8192", flag])]) == [
         Finding(
             "runtime-flags", "mandatory", "dep-7-r0", f"dep-7-r0: {denied} is in the runtime's argv"
