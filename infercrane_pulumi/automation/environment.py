@@ -77,6 +77,11 @@ class PulumiEnvironment:
         # Without its locks in sight, a run would count itself alone while another replica
         # changes the stack: a verified no-op would answer for it, a destroy delete before the
         # engine takes its lock. Every way of building an environment comes through here.
+        if not self.passphrase:
+            raise ConfigError(
+                "passphrase: empty; the stack's secrets (kubeconfig contents) would be "
+                "encrypted under an empty key"
+            )
         if self.local_state is None and self.lease_database is None:
             raise ConfigError(
                 f"backend {self.backend}: its stack locks cannot be read from this process, so "
@@ -117,6 +122,14 @@ class PulumiEnvironment:
             return self.state_dir.resolve().as_uri()
         assert self.backend_url is not None
         return self.backend_url
+
+    @property
+    def state_database(self) -> backends.Database | None:
+        """The PostgreSQL database holding the state (None: another backend), whatever holds
+        the stacks' leases: what the state's retention prunes."""
+        if self.backend_url is None or not backends.is_postgres(self.backend_url):
+            return None
+        return backends.Database(self.backend_url, self.backend_variables.get("PGPASSWORD"))
 
     @property
     def local_state(self) -> Path | None:

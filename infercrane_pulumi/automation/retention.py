@@ -102,9 +102,8 @@ def store(env: PulumiEnvironment) -> Store | None:
     if env.state_dir is not None:
         return Directory(env.state_dir)
     url = env.backend
-    if backends.is_postgres(url):
-        database = env.lease_database
-        assert database is not None  # a postgres backend holds its own leases
+    database = env.state_database
+    if database is not None:  # the state's own, never the leases' (they may be elsewhere)
         return Table(database, _prefix(url))
     if urlsplit(url).scheme != s3.SCHEME:
         return None

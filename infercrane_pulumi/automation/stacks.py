@@ -18,7 +18,7 @@ from pathlib import Path
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, records
-from infercrane_pulumi.automation import backends, engine, failures, leasedb, project, recovery
+from infercrane_pulumi.automation import engine, failures, leasedb, project, recovery
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.cluster import client, observe, preflight, verdict
 from infercrane_pulumi.errors import (
@@ -70,8 +70,13 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
     if env.state_dir is not None:
         env.state_dir.mkdir(parents=True, exist_ok=True)
         recovery.recover(env, name)
-    if env.lease_database is not None:  # a bad URL or password fails here, typed, in one line
-        leasedb.probe(env.lease_database, state=backends.is_postgres(env.backend))
+    # A bad URL or password fails here, typed, in one line: the leases' database, and the
+    # state's when it is PostgreSQL (the same one, unless the leases are given their own).
+    state = env.state_database
+    if env.lease_database is not None and env.lease_database != state:
+        leasedb.probe(env.lease_database, state=False)
+    if state is not None:
+        leasedb.probe(state, state=True)
     command = None
     if env.bin_dir is not None:
         command = auto.PulumiCommand(root=str(env.bin_dir.parent))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from infercrane_pulumi.automation import retention, s3
+from infercrane_pulumi.automation.backends import Database
 from infercrane_pulumi.automation.engine import history
 from infercrane_pulumi.automation.environment import (
     DEFAULT_KEPT_UPDATES,
@@ -218,4 +219,34 @@ def test_a_malformed_retention_is_one_line_each() -> None:
     assert raised.value.problems == (
         "INFERCRANE_KEPT_UPDATES: a count of updates (0 or more), or all",
         "INFERCRANE_KEEP_BACKUPS: true or false",
+    )
+
+
+def test_a_postgres_state_is_pruned_in_its_own_database_whatever_holds_its_leases(
+    tmp_path: Path,
+) -> None:
+    """With leases given a database of their own, the state's history was pruned (and probed)
+    there: another state's rows, or none."""
+    found = PulumiEnvironment.for_backend(
+        "postgres://state@db.internal/control?sslmode=require",
+        lease_url="postgres://leases:lease-pw@leases.internal/leases",
+        pulumi_home=tmp_path,
+        passphrase="p",
+        backend_variables={"PGPASSWORD": "state-pw"},
+    )
+    store = retention.store(found)
+    assert isinstance(store, retention.Table)
+    assert store.database == Database(
+        "postgres://state@db.internal/control?sslmode=require", "state-pw"
+    )
+    assert found.lease_database == Database("postgres://leases@leases.internal/leases", "lease-pw")
+
+
+def test_an_empty_passphrase_is_refused_in_one_line() -> None:
+    """The state's secrets would be encrypted under an empty key."""
+    with pytest.raises(ConfigError) as refused:
+        resolve_environment(EnvironmentFlags(), BASE | {"PULUMI_CONFIG_PASSPHRASE": ""})
+    assert refused.value.problems == (
+        "passphrase: empty; the stack's secrets (kubeconfig contents) would be encrypted under "
+        "an empty key",
     )
