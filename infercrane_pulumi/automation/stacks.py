@@ -79,6 +79,13 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
         leasedb.probe(state, state=True)
     command = None
     if env.bin_dir is not None:
+        # The SDK runs <root>/bin/pulumi: a directory of another name, or one without the CLI,
+        # would end in a FileNotFoundError of its own.
+        if env.bin_dir.name != "bin" or not (env.bin_dir / "pulumi").is_file():
+            raise ConfigError(
+                f"tools bin {env.bin_dir} (--tools-bin, $INFERCRANE_TOOLS_BIN): not a directory "
+                "named bin holding the pulumi CLI"
+            )
         command = auto.PulumiCommand(root=str(env.bin_dir.parent))
     options = auto.LocalWorkspaceOptions(
         work_dir=str(project_dir), env_vars=env.variables(), pulumi_command=command

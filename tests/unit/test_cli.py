@@ -433,3 +433,24 @@ def test_a_pack_configuration_without_a_pack_is_invalid_input() -> None:
         environ=BACKEND,
     )
     assert (code, out, err) == (2, "", "up: --policy-pack-config: needs --policy-pack\n")
+
+
+@pytest.mark.parametrize("where", ["empty/bin", "tools"], ids=["no pulumi", "not named bin"])
+def test_a_tools_directory_without_the_cli_is_invalid_input_not_an_internal_error(
+    tmp_path: Path, where: str
+) -> None:
+    """It ended as ``internal-error: up: unexpected FileNotFoundError``."""
+    tools = tmp_path / where
+    tools.mkdir(parents=True)
+    if where == "tools":
+        (tools / "pulumi").write_text("")
+    argv = ["up", "--stack", "demo", "--project-dir", str(ROOT), "--json"]
+    argv += ["--backend-url", (tmp_path / "state").as_uri(), "--tools-bin", str(tools)]
+    code, out, _ = run(argv, environ={"PULUMI_CONFIG_PASSPHRASE": "p", "KUBECONFIG": "/none"})
+    assert (code, json.loads(out)["error"]["problems"]) == (
+        2,
+        [
+            f"tools bin {tools} (--tools-bin, $INFERCRANE_TOOLS_BIN): not a directory named bin "
+            "holding the pulumi CLI"
+        ],
+    )
