@@ -108,9 +108,18 @@ def parse_stack_text(text: str, *, source: str) -> StackConfig:
     """Validate a stack file's text wherever it came from (a file, a git revision);
     ``source`` names it in the problems that concern the whole document."""
     try:
+        # An alias is spelt *name: only a text holding one is read event by event.
+        events = yaml.parse(text, Loader=_LOADER) if "*" in text else ()
+        aliases = [event for event in events if isinstance(event, yaml.AliasEvent)]
         document = load_document(text)
     except yaml.YAMLError as error:
         raise ConfigError([f"{source}: not valid YAML"]) from error
+    if aliases:
+        # An alias repeats what it names as often as it is used: a small file of them expands
+        # into a namespace of objects no runner holds in memory.
+        raise ConfigError(
+            [f"{source}: uses YAML aliases (*{aliases[0].anchor}); write each value out"]
+        )
     section = document.get("config") if isinstance(document, Mapping) else None
     if not isinstance(section, Mapping):
         raise ConfigError([f"{source}: has no 'config' mapping"])

@@ -49,6 +49,9 @@ STACK_KEYS: Mapping[str, str] = {
     "policy": POLICY_KEY,
     "allowEmpty": ALLOW_EMPTY_KEY,
 }
+# The most intents one stack holds: twice the fleet benchmark's 1,000, and a bound on what a
+# stack file may ask a runner to hold in memory.
+MAX_INTENTS = 2000
 # The engine's own namespace in a stack file: Pulumi reads and checks its keys itself.
 ENGINE_NAMESPACE = "pulumi"
 # How an operator stores kubeconfig contents encrypted (the refusal of plain text names it).
@@ -345,7 +348,7 @@ class StackConfig(_Model):
 
     kubernetes: KubernetesSettings
     """``infercrane:kubernetes``: where and how the intents are deployed."""
-    replicas: tuple[ReplicaIntent, ...]
+    replicas: Annotated[tuple[ReplicaIntent, ...], Field(max_length=MAX_INTENTS)]
     """``infercrane:replicas``: the replica intents, the whole desired set: a key it no
     longer names is deleted. Required (a missing or null list is refused, never read as
     empty); ``[]`` empties the namespace, with ``allowEmpty``."""

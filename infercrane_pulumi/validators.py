@@ -42,6 +42,9 @@ _SUFFIXES = {
 }
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+# The longest name, revision or context a stack file may give: a model id is a few dozen
+# characters, a revision 40; anything near this is a mistake or an attack on the runner's memory.
+MAX_TEXT = 1024
 # Kubernetes expands $(VAR) in command and args; either form would put a credential in argv.
 _CREDENTIAL_REFERENCES = (
     "${WORKER_API_KEY}",
@@ -78,6 +81,9 @@ def _digest_pinned(value: str) -> str:
 def _printable(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty")
+    if len(value) > MAX_TEXT:
+        # Never quoted: it is long, and a refusal is one line.
+        raise ValueError(f"must be at most {MAX_TEXT} characters, got {len(value)}")
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
         raise ValueError("must not contain control characters")
     return value
