@@ -4,7 +4,6 @@ once it is whole."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -99,25 +98,26 @@ def test_the_applied_version_travels_in_the_outputs() -> None:
 
 
 def test_a_file_rewritten_in_place_is_read_once_it_is_whole(tmp_path: Path) -> None:
-    """A writer rewrites the file in place, pausing midway for less than the quiet time; the
-    reader, woken by its first bytes, reads it whole."""
+    """A writer rewrites the file in place and has written its first half when the reader,
+    woken by those bytes, comes: while the reader waits, the writer finishes, then nothing
+    writes for the quiet time (its waits stand for the time that passes)."""
     path = tmp_path / "Pulumi.s.yaml"
     whole = "config:\n  infercrane:replicas:\n    - a\n    - b\n"
-    path.write_text(whole)
     half = whole[: len(whole) // 2]
+    path.write_text(half)
+    waits: list[float] = []
 
-    def rewrite() -> None:
-        with path.open("w") as file:
-            file.write(half)
-            file.flush()
-            time.sleep(0.3)
-            file.write(whole[len(half) :])
+    def passing(seconds: float) -> None:
+        if not waits:
+            with path.open("a") as file:
+                file.write(whole[len(half) :])
+        else:
+            quiet_since = time.time() - 2
+            os.utime(path, (quiet_since, quiet_since))
+        waits.append(seconds)
 
-    writer = threading.Thread(target=rewrite)
-    writer.start()
-    time.sleep(0.05)  # the first half is on disk
-    assert read_settled(path, quiet=0.6) == whole
-    writer.join()
+    assert read_settled(path, quiet=1.0, sleep=passing) == whole
+    assert len(waits) == 2
 
 
 def test_a_file_that_keeps_changing_is_refused_retryably(tmp_path: Path) -> None:

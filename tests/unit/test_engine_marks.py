@@ -75,7 +75,8 @@ def test_a_run_past_its_deadline_is_cancelled_then_killed_with_its_plugins(
             given,
             on_output=None,
             event_log=tmp_path / "log",
-            deadline=time.monotonic() + 2,
+            # Long enough for the stand-in to start its plugin on a loaded machine.
+            deadline=time.monotonic() + 8,
         )
     assert stopped.value.retryable
     assert stopped.value.problems == (
