@@ -10,7 +10,9 @@ The lease protocol itself (who may run a stack, heartbeats, fencing) is ``leases
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -181,6 +183,25 @@ def state_keys(database: backends.Database, prefixes: Sequence[str]) -> list[str
             return [str(row[0]) for row in connection.execute(statement, (patterns,))]
         except psycopg.Error as error:
             raise _query_error(error, shown) from None
+
+
+def state_value(database: backends.Database, key: str) -> bytes | None:
+    """The blob the Pulumi state table holds at ``key`` (None: none): its driver keeps each
+    as JSON, ``{"data": <base64>}``."""
+    shown = backends.redact(database.url)
+    statement = sql.SQL("SELECT data FROM {} WHERE key = %s").format(_table(database))
+    with connect(database) as connection:
+        try:
+            row = connection.execute(statement, (key,)).fetchone()
+        except psycopg.Error as error:
+            raise _query_error(error, shown) from None
+    if row is None:
+        return None
+    document = row[0] if isinstance(row[0], Mapping) else json.loads(row[0])
+    try:
+        return base64.b64decode(document["data"])
+    except (KeyError, TypeError, ValueError):
+        return b""  # not a blob this reader knows: its holder cannot be named
 
 
 def delete_state_keys(database: backends.Database, keys: Sequence[str]) -> None:

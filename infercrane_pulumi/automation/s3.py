@@ -101,6 +101,16 @@ def keys(where: Bucket, prefix: str) -> list[str]:
             return found
 
 
+def get(where: Bucket, key: str) -> bytes | None:
+    """``key``'s contents (relative to the bucket's prefix); None when there is no such key."""
+    status, body = request(where, "GET", where.prefix + key, {})
+    if status == http.client.NOT_FOUND:
+        return None
+    if status != http.client.OK:
+        raise _failed(where, status)
+    return body
+
+
 def delete(where: Bucket, key: str) -> None:
     """Delete ``key`` (relative to the bucket's prefix); deleting a missing key succeeds."""
     status, _ = request(where, "DELETE", where.prefix + key, {})

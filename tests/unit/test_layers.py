@@ -81,6 +81,7 @@ RANKS = {
     "automation.leasedb": 12,
     "automation.leases": 13,
     "automation.policypack": 14,
+    "automation.blobs": 13,
     "automation.recovery": 14,
     "automation.holders": 14,
     "automation.retention": 14,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi.automation import retention, s3
+from infercrane_pulumi.automation import blobs, retention, s3
 from infercrane_pulumi.automation.backends import Database
 from infercrane_pulumi.automation.engine import history
 from infercrane_pulumi.automation.environment import (
@@ -235,7 +235,7 @@ def test_a_postgres_state_is_pruned_in_its_own_database_whatever_holds_its_lease
         backend_variables={"PGPASSWORD": "state-pw"},
     )
     store = retention.store(found)
-    assert isinstance(store, retention.Table)
+    assert isinstance(store, blobs.Table)
     assert store.database == Database(
         "postgres://state@db.internal/control?sslmode=require", "state-pw"
     )
