@@ -46,12 +46,13 @@ def attempt(
     variables: Mapping[str, str] | None = None,
     provenance: Provenance | None = None,
     deadline: float | None = None,
+    tracker: engine.Tracker | None = None,
 ) -> None:
     """One engine run of ``plan`` (``pack``: the policy pack the engine runs; ``findings``: the
     stack's advisory policy findings as the run judged them); ``variables``: more environment
     for the CLI and its plugins (a lease's marker); ``provenance``: what the program records
     beside what it applies (``records.Provenance``); ``deadline``: when the engine is stopped
-    (``time.monotonic()``)."""
+    (``time.monotonic()``); ``tracker``: who records the engines started (a lease)."""
     if operation == "up" and pack is not None:
         # A preview first, so that the pack's mandatory finding stops the run before any write
         # (an update stops only at the first object found, having written others). Its own
@@ -67,6 +68,7 @@ def attempt(
             on_output=on_output,
             variables=variables,
             deadline=deadline,
+            tracker=tracker,
         )
     refused: list[InferCraneError] = []  # the program's own refusal, as itself
     program = forgetting  # a destroy's plan judged nothing: the driver deleted by itself
@@ -104,6 +106,7 @@ def attempt(
         unread=frozenset(carried),
         variables=variables,
         deadline=deadline,
+        tracker=tracker,
     )
     if not outcome.failed:
         return

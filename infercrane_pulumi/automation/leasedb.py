@@ -164,6 +164,62 @@ def try_lock(connection: Connection, key: int, *, wait_seconds: float, subject: 
         raise _query_error(error, subject) from None
 
 
+# The engines each lease holder started, by host and pid: a lock one of them left is provably
+# its (the engine carried the lease's mark, and the fence stopped it); any other lock is not.
+ENGINES_TABLE = "infercrane_lease_engines"
+
+
+def prepare_engines(connection: Connection, subject: str) -> None:
+    """The table of the engines lease holders started, made if missing."""
+    statement = sql.SQL(
+        "CREATE TABLE IF NOT EXISTS {} (lease_key bigint NOT NULL, hostname text NOT NULL, "
+        "pid integer NOT NULL, PRIMARY KEY (lease_key, hostname, pid))"
+    ).format(sql.Identifier(ENGINES_TABLE))
+    try:
+        connection.execute(statement)
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+        pass  # another replica made it at the same moment
+    except psycopg.Error as error:
+        raise _query_error(error, subject) from None
+
+
+def record_engine(connection: Connection, key: int, host: str, pid: int, subject: str) -> None:
+    _engines(
+        connection,
+        "INSERT INTO {} VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+        subject,
+        (key, host, pid),
+    )
+
+
+def forget_engine(connection: Connection, key: int, host: str, pid: int, subject: str) -> None:
+    _engines(
+        connection,
+        "DELETE FROM {} WHERE lease_key = %s AND hostname = %s AND pid = %s",
+        subject,
+        (key, host, pid),
+    )
+
+
+def engines(connection: Connection, key: int, subject: str) -> frozenset[tuple[str, int]]:
+    """The engines lease holders of ``key`` started and did not see end: (host, pid)."""
+    rows = _engines(
+        connection, "SELECT hostname, pid FROM {} WHERE lease_key = %s", subject, (key,)
+    )
+    return frozenset((str(host), int(pid)) for host, pid in rows)
+
+
+def _engines(
+    connection: Connection, statement: str, subject: str, values: tuple[object, ...]
+) -> list[TupleRow]:
+    query = sql.SQL(statement).format(sql.Identifier(ENGINES_TABLE))
+    try:
+        cursor = connection.execute(query, values)
+        return cursor.fetchall() if cursor.description else []
+    except psycopg.Error as error:
+        raise _query_error(error, subject) from None
+
+
 def unlock(connection: Connection, key: int) -> None:
     """Release the advisory lock ``key``; a connection already gone released it."""
     with contextlib.suppress(psycopg.Error):

@@ -5,9 +5,12 @@ Pulumi's DIY locks have no lease: a replica that dies mid-run leaves its lock fo
 only a lock taken on this host can be proven dead (``locks``). A lease is a session-level
 advisory lock (``pg_advisory_lock``) on one connection, keyed by backend and stack
 (``backends.lease_key``); PostgreSQL releases it when that connection ends, whatever ended it.
-Holding it proves that no live replica runs the stack, so a Pulumi lock found under it is stale
-and may be broken from any host (``run``), once ``FENCE_SECONDS`` have passed since the lease
-was taken: by then a previous holder that lost its lease has stopped its engine (below).
+Holding it proves that no live replica runs the stack, and each holder records every engine it
+starts (host and pid, ``started``) until it sees it end: so a Pulumi lock found under the lease
+whose holder is such an engine is stale, once ``FENCE_SECONDS`` have passed since the lease was
+taken (by then a previous holder that lost its lease has stopped its engine, below), and may be
+broken from any host (``recovery.break_fenced``). Any other lock (a person's ``pulumi up`` on
+the same backend, which takes no lease) is a live holder's, and is never broken.
 
 The failure model (docs/explanation/failure-model.md):
 
@@ -27,8 +30,9 @@ The failure model (docs/explanation/failure-model.md):
   us (credentials, database, permission): ``BackendRefusedError``. Never the URL's password.
 
 What this does not cover: a holder frozen (SIGSTOP, a paused VM) for longer than the server's
-keepalives, which resumes and writes before its next heartbeat; and a writer that takes no
-lease (a person's ``pulumi up`` on the same backend), whose live lock would be broken.
+keepalives, which resumes and writes before its next heartbeat; and an engine killed between
+its start and its record (the record fails only with the lease's connection, which stops the
+run): its lock is then no provable engine's, and waits for a person (``pulumi cancel``).
 The database itself is behind ``leasedb``.
 """
 
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -57,6 +62,7 @@ class Lease:
 
     stack_name: str
     connection: leasedb.Connection = field(repr=False)
+    key: int = 0  # the advisory lock's key (``backends.lease_key``)
     acquired: float = field(default_factory=time.monotonic)
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     lost: threading.Event = field(default_factory=threading.Event)
@@ -83,6 +89,20 @@ class Lease:
         if not self.alive():
             raise lost(self.stack_name)
 
+    def started(self, pid: int) -> None:
+        """Record an engine this holder started (``engine.process.Tracker``)."""
+        subject = f"lease of stack {self.stack_name}"
+        leasedb.record_engine(self.connection, self.key, socket.gethostname(), pid, subject)
+
+    def ended(self, pid: int) -> None:
+        """The engine ended by itself, and its lock with it: forget it (a pid is reused)."""
+        subject = f"lease of stack {self.stack_name}"
+        leasedb.forget_engine(self.connection, self.key, socket.gethostname(), pid, subject)
+
+    def engines(self) -> frozenset[tuple[str, int]]:
+        """Every engine a holder of this lease started and did not see end (host, pid)."""
+        return leasedb.engines(self.connection, self.key, f"lease of stack {self.stack_name}")
+
 
 _held: dict[tuple[int, int], Lease] = {}  # (thread, key) -> the lease that thread holds
 
@@ -103,7 +123,8 @@ def held(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> Iterat
     connection = leasedb.connect(database)
     try:
         _acquire(connection, key, stack_name, wait_seconds)
-        lease = Lease(stack_name, connection)
+        leasedb.prepare_engines(connection, f"lease of stack {stack_name}")
+        lease = Lease(stack_name, connection, key)
         done = threading.Event()
         keeper = threading.Thread(
             target=_keep, args=(lease, done), name=f"lease-{stack_name}", daemon=True

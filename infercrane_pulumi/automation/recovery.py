@@ -13,12 +13,15 @@ A lock is broken only on proof that its holder is gone, and the proof decides ho
   (``engine.drop_torn_attributes``). ``pulumi cancel`` is no tool for this: it deletes every
   lock of the stack, including one taken after the look. A lock held from another machine is
   never broken: that stack is busy.
-- Under the stack's lease (``break_locks``, shared backends: ``run``): holding the lease proves
-  that no live replica holds the stack, once the lease's fence has passed, so every lock there
-  is stale. Those locks live in the backend and cannot be read one by one here, so the CLI
-  cancels them all; nobody that takes the lease can race the export and import that clear the
-  interrupted operations. A writer that takes no lease (a person's ``pulumi up`` on the same
-  backend) is outside this proof (docs/explanation/failure-model.md).
+- Under the stack's lease (``break_fenced``, shared backends: ``run``): holding the lease proves
+  that no live replica holds the stack, once the lease's fence has passed, and the lease records
+  every engine its holders started (``leases``). The stack's locks are read one by one from the
+  backend's own store (``blobs``): exactly those of such an engine (or of a process gone from
+  this host) are deleted; a lock of any other holder (a person's ``pulumi up`` on the same
+  backend, which takes no lease) is never broken, and the stack is busy (``StackBusyError``).
+  Nobody that takes the lease can race the export and import that clear the interrupted
+  operations. Where the backend has no store here (``gs://``, ``azblob://``), its locks cannot
+  be read, and the CLI cancels them all (``break_locks``; docs/explanation/limitations.md).
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
-from infercrane_pulumi.automation import engine, project
+from infercrane_pulumi.automation import blobs, engine, project
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.errors import BackendUnavailableError
+from infercrane_pulumi.errors import BackendUnavailableError, ConfigError, StackBusyError
 
 
 def recover(env: PulumiEnvironment, stack_name: str) -> list[str]:
@@ -76,11 +79,40 @@ def break_stale(state_dir: Path, stack_name: str, stale: Sequence[engine.Lock]) 
     return done
 
 
+def break_fenced(
+    env: PulumiEnvironment, stack: auto.Stack, engines: frozenset[tuple[str, int]]
+) -> list[str]:
+    """Under the stack's lease, after its fence: delete exactly the stack's locks of fenced
+    ``engines`` (or of processes gone from this host) and clear the interrupted operations;
+    ``StackBusyError`` for a lock of any other holder, which is left as it is."""
+    try:
+        store = blobs.opened(env)
+    except ConfigError:
+        store = None  # an S3 backend without keys here: its locks cannot be read
+    if store is None:
+        return break_locks(stack, "every lock (this backend's cannot be read one by one)")
+    keys = store.keys([engine.lock_prefix(stack.name)])
+    read = [(key, store.read(key)) for key in keys if key.endswith(".json")]
+    locks = {key: engine.lock_blob(Path(key), raw) for key, raw in read if raw is not None}
+    alive = [lock for lock in locks.values() if not lock.fenced(engines)]
+    if alive:
+        raise StackBusyError(
+            f"stack {stack.name}: its lock is held by {alive[0].holder}, which no lease holder "
+            "started (a person's pulumi run?); it is never broken: retry once it has ended"
+        )
+    store.delete(sorted(locks))
+    return [f"deleted {len(locks)} lock(s) of fenced engines", *_cleared(stack)]
+
+
 def break_locks(stack: auto.Stack, which: str) -> list[str]:
-    """Cancel every lock of the stack (``which``: why they are known stale) and clear the
-    interrupted operations; only under the stack's lease, after its fence (see above)."""
+    """Cancel every lock of the stack (``which``) and clear the interrupted operations; only
+    under the stack's lease, after its fence, where the locks cannot be read (see above)."""
     stack.cancel()
-    done = [f"cancelled {which}"]
+    return [f"cancelled {which}", *_cleared(stack)]
+
+
+def _cleared(stack: auto.Stack) -> list[str]:
+    done = []
     exported = stack.export_stack()
     deployment = dict(exported.deployment or {})
     pending = deployment.get("pending_operations")

@@ -47,5 +47,3 @@ def prune(found: blobs.Store, stack_name: str, env: PulumiEnvironment) -> list[s
     doomed = history.surplus(layout, listed, keep=env.kept_updates, keep_backups=env.keep_backups)
     found.delete(doomed)
     return doomed
-
-

@@ -23,8 +23,9 @@ left is recovered first; a busy stack raises ``StackBusyError`` at once or after
 
 On a backend with stack leases (``leases``: PostgreSQL state, or another shared backend given
 a lease database) the whole run, from reading the applied intents to the engine's end, holds
-the stack's lease; a Pulumi lock found under it is stale and broken, and a run whose lease is
-lost is stopped and fails retryably (``BackendUnavailableError``).
+the stack's lease; a Pulumi lock found under it that a lease holder's engine left is broken,
+any other is a live writer's and makes the stack busy, and a run whose lease is lost is
+stopped and fails retryably (``BackendUnavailableError``).
 
 Last, once an update or a destroy succeeded and its deletions are done, and while the stack is
 still held, the stack's history is pruned to the environment's retention (``retention``).
@@ -55,7 +56,7 @@ from infercrane_pulumi.automation.attempt import attempt
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
-from infercrane_pulumi.automation.recovery import break_locks, recover
+from infercrane_pulumi.automation.recovery import break_fenced, recover
 from infercrane_pulumi.cluster import client, deletion, placement
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
@@ -267,8 +268,9 @@ def _engine(
 ) -> None:
     """Engine attempts until one is not refused as busy. Without a lease: what a dead run
     left is recovered before each, and a live holder is waited for up to ``wait_seconds``.
-    Under the stack's lease no live replica runs the stack, so a Pulumi lock met is a dead
-    one's and is broken (after the lease's fence), once; every process of the run carries the
+    Under the stack's lease no live replica runs the stack, so a Pulumi lock met that a lease
+    holder's engine left is broken (after the lease's fence), once, and any other is a live
+    writer's, never broken (``recovery.break_fenced``); every process of the run carries the
     lease's marker, and a run whose lease was lost (and was stopped) fails retryably, the one
     that lost it after the engine finished too (the retry finds the work done)."""
     deadline = time.monotonic() + options.wait_seconds
@@ -295,6 +297,7 @@ def _engine(
                 variables=variables,
                 provenance=provenance,
                 deadline=stop_at,
+                tracker=lease,
             )
         except StackBusyError:
             if lease is None and time.monotonic() < deadline:
@@ -303,7 +306,7 @@ def _engine(
                 raise
             lease.fence()
             with stacks.pulumi_errors(stack.name):
-                break_locks(stack, "the lock of a replica that no longer holds the lease")
+                break_fenced(env, stack, lease.engines())
             broken = True
             continue
         except InferCraneError:

@@ -10,9 +10,12 @@ replicas' own answers are what the control plane would see, never the evidence a
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
+import json
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -351,3 +354,66 @@ def test_ensure_many_over_20_namespaces_from_3_replicas_converges_each_once_and_
         f"ensure_many on {store.backend.url.split(':')[0]}: 20 namespaces from 3 replicas at "
         f"once in {elapsed:.1f}s",
     )
+
+
+def plant_lock(
+    request: pytest.FixtureRequest, stack: str, content: dict[str, Any]
+) -> Callable[[], None]:
+    """A lock of the stack as the CLI writes one, put in the store behind the replicas' back;
+    what removes it."""
+    name = f".pulumi/locks/organization/infercrane/{stack}/{uuid.uuid4()}.json"
+    raw = json.dumps(content).encode()
+    if request.node.callspec.params["store"] == "postgres":
+        postgres_server: PostgresServer = request.getfixturevalue("postgres_server")
+        with postgres_server.connect() as admin:
+            [prefix] = {
+                str(row[0]).partition(".pulumi/")[0]
+                for row in admin.execute("SELECT key FROM pulumi_state").fetchall()
+            }
+            data = json.dumps({"data": base64.b64encode(raw).decode()})
+            admin.execute(
+                "INSERT INTO pulumi_state (key, data) VALUES (%s, %s)", (prefix + name, data)
+            )
+
+        def removed() -> None:
+            with postgres_server.connect() as admin:
+                admin.execute("DELETE FROM pulumi_state WHERE key = %s", (prefix + name,))
+
+        return removed
+    bucket: S3Server = request.getfixturevalue("s3_server")
+    path = bucket.root / s3.BUCKET / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw)
+    return path.unlink
+
+
+def test_a_lock_no_lease_holder_left_is_never_broken_under_the_lease(
+    tenant: Tenant,
+    admin: Cluster,
+    store: Store,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    """A person's ``pulumi up`` on the runners' state takes no lease: its live lock was broken
+    under it by a replica holding the lease (two engines on one state). Now the replica breaks
+    only a lock that an engine a lease holder started left, and answers stack-busy otherwise,
+    the lock left as it was; once the person's run has ended, the replica goes on."""
+    namespace = tenant.namespace
+    with fleet(1, tmp_path, store.backend, [tenant]) as [replica_0]:
+        first = replica_0.call("ensure", namespace=namespace, intents=intents(["held-a"]))
+        assert first["ok"], first
+        when = "2026-12-06T12:00:00Z"
+        person = {"pid": 4242, "username": "someone", "hostname": "a-laptop", "timestamp": when}
+        removed = plant_lock(request, namespace, person)
+        blocked = replica_0.call(
+            "ensure", namespace=namespace, intents=intents(["held-a", "held-b"])
+        )
+        assert (blocked["ok"], blocked["error"]["code"]) == (False, "stack-busy"), blocked
+        [line] = blocked["error"]["problems"]
+        assert "process 4242 on a-laptop, which no lease holder started" in line
+        assert len(store.locks([namespace])) == 1  # the person's, left as it was
+        assert owned_names(admin, namespace) == expected_names(["held-a"])
+        removed()
+        done = replica_0.call("ensure", namespace=namespace, intents=intents(["held-a", "held-b"]))
+        assert done["ok"], done
+        assert owned_names(admin, namespace) == expected_names(["held-a", "held-b"])

@@ -19,7 +19,7 @@ from pulumi.automation._cmd import CommandResult
 from infercrane_pulumi import automation, errors
 from infercrane_pulumi.automation import holders
 from infercrane_pulumi.automation.engine import own_lock, stack_locks
-from infercrane_pulumi.automation.recovery import break_locks, break_stale, recover
+from infercrane_pulumi.automation.recovery import break_fenced, break_locks, break_stale, recover
 from infercrane_pulumi.automation.stacks import pulumi_errors
 from infercrane_pulumi.errors import (
     ConfigError,
@@ -397,3 +397,36 @@ def test_under_a_lease_every_lock_is_cancelled_and_interrupted_operations_cleare
     assert stack.calls == ["cancel", "export"] + (["import"] if pending else [])
     assert stack.deployment["pending_operations"] == []
     assert done[0] == "cancelled the lock of a replica that no longer holds the lease"
+
+
+def test_under_a_lease_only_locks_a_lease_holders_engine_left_are_broken(tmp_path: Path) -> None:
+    """A person's run takes no lease: its live lock was broken under it. Read one by one from
+    the backend's own store, a lock is deleted only when its holder is gone from this host or is
+    an engine a lease holder started (the fence stopped it); any other makes the stack busy and
+    is left as it was."""
+    env = automation.PulumiEnvironment(state_dir=tmp_path, pulumi_home=tmp_path, passphrase="p")
+    fenced = write_lock(tmp_path, "fenced", 777, "runner-pod-b")
+    dead = write_lock(tmp_path, "dead", DEAD_PID, socket.gethostname())
+    engines = frozenset({("runner-pod-b", 777)})
+    stack = _RecordingStack(PENDING)
+    done = break_fenced(env, stack, engines)  # type: ignore[arg-type]
+    assert done == [
+        "deleted 2 lock(s) of fenced engines",
+        "cleared 1 interrupted operation(s); the next run re-applies",
+    ]
+    assert (fenced.exists(), dead.exists(), stack.calls) == (False, False, ["export", "import"])
+
+    for name, pid, host in (
+        ("person", 4242, "a-laptop"),  # another host's, no lease holder's engine
+        ("here", os.getpid(), socket.gethostname()),  # this host's, alive
+    ):
+        live = write_lock(tmp_path, name, pid, host)
+        stack = _RecordingStack(PENDING)
+        with pytest.raises(StackBusyError) as busy:
+            break_fenced(env, stack, engines | {(host, 1)})  # type: ignore[arg-type]
+        assert busy.value.problems == (
+            f"stack t1: its lock is held by process {pid} on {host}, which no lease holder "
+            "started (a person's pulumi run?); it is never broken: retry once it has ended",
+        )
+        assert (live.exists(), stack.calls) == (True, [])
+        live.unlink()

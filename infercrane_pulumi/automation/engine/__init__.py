@@ -74,7 +74,14 @@ from infercrane_pulumi.automation.engine.checkpoints import (
 from infercrane_pulumi.automation.engine.checkpoints import components as state_components
 from infercrane_pulumi.automation.engine.checkpoints import outputs as checkpoint_outputs
 from infercrane_pulumi.automation.engine.events import Tail, policy_message
-from infercrane_pulumi.automation.engine.locks import Lock, own_lock, remove_lock, stack_locks
+from infercrane_pulumi.automation.engine.locks import (
+    Lock,
+    lock_blob,
+    lock_prefix,
+    own_lock,
+    remove_lock,
+    stack_locks,
+)
 from infercrane_pulumi.automation.engine.memory import memory_limit
 from infercrane_pulumi.automation.engine.operation import (
     EventHandler,
@@ -82,7 +89,7 @@ from infercrane_pulumi.automation.engine.operation import (
     cli_version,
     operate,
 )
-from infercrane_pulumi.automation.engine.process import Printer, inherited, set_secret
+from infercrane_pulumi.automation.engine.process import Printer, Tracker, inherited, set_secret
 
 __all__ = [
     "EventHandler",
@@ -90,11 +97,14 @@ __all__ = [
     "Outcome",
     "Printer",
     "Tail",
+    "Tracker",
     "checkpoint_outputs",
     "clear_pending_operations",
     "cli_version",
     "drop_torn_attributes",
     "inherited",
+    "lock_blob",
+    "lock_prefix",
     "memory_limit",
     "operate",
     "own_lock",

@@ -55,6 +55,14 @@ class Lock:
             self.pid is not None and self.hostname == socket.gethostname() and not _alive(self.pid)
         )
 
+    def fenced(self, engines: frozenset[tuple[str, int]]) -> bool:
+        """Held by a process that no longer runs: on this host, gone (``stale``); on another,
+        one of ``engines``, which holders of the stack's lease started and their fence stopped
+        (never a holder this reader cannot name, nor another host's process of no lease)."""
+        if self.hostname == socket.gethostname():
+            return self.stale
+        return self.pid is not None and (self.hostname, self.pid) in engines
+
     @property
     def holder(self) -> str:
         if self.pid is None:
@@ -153,6 +161,20 @@ def _read(path: Path) -> Lock | None:
                 continue
             return Lock(path, None, None)
         return _holder(path, content)
+
+
+def lock_blob(path: Path, raw: bytes) -> Lock:
+    """The lock a blob of the backend holds (read whole: the CLI writes it in one put)."""
+    try:
+        content: Any = json.loads(raw)
+    except ValueError:
+        return Lock(path, None, None)
+    return _holder(path, content)
+
+
+def lock_prefix(stack_name: str) -> str:
+    """Where the backend keeps the stack's locks, as a blob key prefix."""
+    return "/".join((*LOCKS_DIR, ORGANIZATION, PROJECT_NAME, stack_name)) + "/"
 
 
 def _holder(path: Path, content: Any) -> Lock:

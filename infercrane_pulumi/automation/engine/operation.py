@@ -52,13 +52,14 @@ def operate(
     unread: frozenset[str] = frozenset(),
     variables: Mapping[str, str] | None = None,
     deadline: float | None = None,
+    tracker: process.Tracker | None = None,
 ) -> Outcome:
     """Run ``pulumi <arguments>`` on ``stack`` with ``program`` served to it; every event to
     ``on_event`` as it comes but the ``same`` steps of ``unread`` URNs. ``variables``: more
-    environment for the CLI and its plugins; ``deadline``: when the run is stopped
-    (``process.run``). The run gets a private directory (its event log,
-    and its TMPDIR, because pulumi-kubernetes writes the whole kubeconfig to a temporary file
-    on every configure and never removes it)."""
+    environment for the CLI and its plugins; ``deadline``: when the run is stopped, and
+    ``tracker``: told of the CLI's start and end (``process.run``). The run gets a private
+    directory (its event log, and its TMPDIR, because pulumi-kubernetes writes the whole
+    kubeconfig to a temporary file on every configure and never removes it)."""
     diagnostics: list[str] = []
     finished: list[auto.EngineEvent] = []
     judged: list[auto.PolicyEvent] = []
@@ -98,6 +99,7 @@ def operate(
                     on_output=on_output,
                     event_log=event_log,
                     deadline=deadline,
+                    tracker=tracker,
                 )
             except auto.errors.CommandError as error:
                 tail.close()  # every event read before saying how it ended

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from pulumi import automation as auto
 
@@ -48,6 +48,14 @@ _STREAM_PREVIEW = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
 CANCEL_SECONDS = 30.0
 
 
+class Tracker(Protocol):
+    """Who keeps a record of the engines started (a stack's lease: ``leases.Lease``)."""
+
+    def started(self, pid: int) -> None: ...
+
+    def ended(self, pid: int) -> None: ...
+
+
 def run(
     pulumi: auto.PulumiCommand,
     args: Sequence[str],
@@ -57,11 +65,13 @@ def run(
     on_output: Printer | None,
     event_log: Path,
     deadline: float | None = None,
+    tracker: Tracker | None = None,
 ) -> None:
     """Run ``pulumi args`` in ``cwd`` with ``env`` over this process's environment (as the
     SDK does, but for what ``inherited`` keeps out); its engine events, one a line, to
     ``event_log`` as it works, and its display to ``on_output`` line by line. ``deadline``:
-    when (``time.monotonic()``) the run is stopped (``RunTimeoutError``)."""
+    when (``time.monotonic()``) the run is stopped (``RunTimeoutError``); ``tracker``: told of
+    the CLI once started, and once it ended by itself (not killed: its lock went with it)."""
     watched = on_output is not None
     shown = ("--event-log", str(event_log)) if watched else ("--json",)
     command = [pulumi.command, "--non-interactive", *args, *shown]
@@ -101,9 +111,14 @@ def run(
         if on_output is not None:
             readers.append(_reading(_show, process.stdout, on_output, display_failed))
         try:
+            if tracker is not None:
+                tracker.started(process.pid)
             code = process.wait()
-        except BaseException:  # Ctrl-C: the CLI, in this group, has it too and stops its steps
+        except KeyboardInterrupt:  # Ctrl-C: the CLI, in this group, has it too and stops
             _stopped(process, token)
+            raise
+        except BaseException:  # a failure of ours: the CLI stopped as Ctrl-C stops it
+            _interrupted(process, token)
             raise
         finally:
             if timer is not None:
@@ -113,6 +128,8 @@ def run(
                 reader.join()
         if display_failed:
             raise display_failed[0]
+    if tracker is not None and code >= 0:
+        tracker.ended(process.pid)
     if expired.is_set():
         raise RunTimeoutError(
             f"{' '.join(args[:1])}: stopped at its deadline; the next run recovers what it left"
@@ -125,6 +142,10 @@ def run(
 def _expire(process: subprocess.Popen[str], token: str, expired: threading.Event) -> None:
     """The deadline: the CLI cancelled as Ctrl-C cancels it."""
     expired.set()
+    _interrupted(process, token)
+
+
+def _interrupted(process: subprocess.Popen[str], token: str) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
         _stopped(process, token)
