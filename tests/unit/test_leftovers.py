@@ -47,7 +47,8 @@ def test_a_session_whose_test_leaves_an_engine_process_fails_naming_the_test(
     )
     try:
         inner = subprocess.run(
-            [*INNER_PYTEST, str(tmp_path), str(tmp_path / "test_inner.py")],
+            # Test ids relative to the test's own directory, wherever that is.
+            [*INNER_PYTEST, "--rootdir", str(tmp_path), str(tmp_path / "test_inner.py")],
             cwd=ROOT,
             capture_output=True,
             text=True,
