@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -42,11 +43,11 @@ def pulumi_errors(stack_name: str) -> Iterator[None]:
     run path's to say: ``automation.attempt``)."""
     try:
         yield
-    except auto.errors.ConcurrentUpdateError as error:
-        raise StackBusyError(f"stack {stack_name}: another operation holds its lock") from error
     except (auto.errors.StackNotFoundError, auto.errors.StackAlreadyExistsError) as error:
         raise ConfigError(f"stack {stack_name}: {error.name}") from error
     except auto.errors.CommandError as error:
+        if engine.busy(error):
+            raise StackBusyError(f"stack {stack_name}: another operation holds its lock") from error
         said = _cli_error(error)
         raise RunFailedError(
             f"stack {stack_name}: pulumi command failed" + (f": {said}" if said else "")
@@ -61,6 +62,11 @@ def _cli_error(error: auto.errors.CommandError) -> str | None:
     stderr = str(error).partition("\n stderr: ")[2]
     said = [line.strip() for line in stderr.splitlines() if line.strip().startswith("error:")]
     return failures.sanitized(said[-1].removeprefix("error:").strip()) if said else None
+
+
+# Beside the backend's own .pulumi directory, never in it: a reader of its locks would take it
+# for one.
+OPENING_LOCK = ".infercrane-opening.lock"
 
 
 def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.Stack:
@@ -90,7 +96,7 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
     options = auto.LocalWorkspaceOptions(
         work_dir=str(project_dir), env_vars=env.variables(), pulumi_command=command
     )
-    with pulumi_errors(name):
+    with pulumi_errors(name), _opening(env.state_dir):
         try:
             return auto.create_or_select_stack(name, work_dir=str(project_dir), opts=options)
         except auto.errors.CommandError as racing:
@@ -101,6 +107,20 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
                 return auto.select_stack(name, work_dir=str(project_dir), opts=options)
             except auto.errors.StackNotFoundError:
                 raise racing from None
+
+
+@contextlib.contextmanager
+def _opening(state_dir: Path | None) -> Iterator[None]:
+    """On the file backend, one process at a time opens a stack of the directory: two that
+    create one stack at once both fail, one as if it were busy, the other with a missing lock
+    blob (the property test of the desired state's versions found both). A shared backend
+    opens its stacks under their lease already (``run.exclusive``)."""
+    if state_dir is None:
+        yield
+        return
+    with (state_dir / OPENING_LOCK).open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def applied(stack: auto.Stack) -> Applied:

@@ -5,6 +5,9 @@ one ``get`` it is refused and changes nothing."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -16,7 +19,7 @@ from infercrane_pulumi.automation import stacks
 from infercrane_pulumi.records import DesiredVersion
 from tests.conformance.harness import Harness, replica
 from tests.conformance.runnerpod import shipped
-from tests.conformance.test_cli_and_faults import cli, finished
+from tests.conformance.test_cli_and_faults import cli, cli_env, finished
 
 pytestmark = pytest.mark.conformance
 
@@ -93,3 +96,43 @@ def test_a_run_applies_the_api_servers_stack_file_not_its_own_lagging_copy(
     assert uids() == {k: v for k, v in before.items() if k != "cm-a"}
     assert changed() == (0, {"cm-b": "same", "cm-c": "same"})  # the lagging copy: nothing
     assert uids() == {k: v for k, v in before.items() if k != "cm-a"}
+
+
+RACERS = 3  # runs at once
+
+
+def test_runners_creating_one_stack_at_once_on_a_file_backend_all_answer_ok(
+    harness: Harness,
+) -> None:
+    """Runs that create one new stack at the same moment once failed, one as busy, another as a
+    failed run (a lock blob missing): the property test of versions found it in CI. A
+    directory's stacks are now opened one process at a time."""
+    harness.configure([replica("pair-a")])
+    for attempt in range(2):
+        name = f"{harness.stack_name}{attempt}"
+        (harness.stack_file.parent / f"Pulumi.{name}.yaml").write_text(
+            harness.stack_file.read_text()
+        )
+        up = ("up", "--stack", name, "--project-dir", str(harness.project_dir), "--wait", "120")
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "infercrane_pulumi", *up, "--json"],
+                env=cli_env(harness),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(RACERS)
+        ]
+        answers = [json.loads(run.communicate(timeout=300)[0]) for run in runs]
+        assert [answer["ok"] for answer in answers] == [True] * RACERS, answers
+        destroy = ("destroy", "--stack", name, "--project-dir", str(harness.project_dir))
+        done = subprocess.run(
+            [sys.executable, "-m", "infercrane_pulumi", *destroy, "--json"],
+            env=cli_env(harness),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert json.loads(done.stdout)["ok"], done.stdout

@@ -53,11 +53,21 @@ def _command_error(cls: type[auto.errors.CommandError], stderr: str) -> Exceptio
             StackBusyError,
         ),
         (_command_error(auto.errors.StackNotFoundError, "no stack named 'x' found"), ConfigError),
+        # Another operation released its lock between the CLI's listing and its read (seen in
+        # CI when two runners created one stack at once): busy a moment ago, retryable.
+        (
+            _command_error(
+                auto.errors.CommandError,
+                'error: could not create stack: blob (key ".pulumi/locks/organization/'
+                'infercrane/s1/80ea.json") (code=NotFound): stat /state/.pulumi/locks/x',
+            ),
+            StackBusyError,
+        ),
         (_command_error(auto.errors.CommandError, "error: boom"), RunFailedError),
         (auto.errors.InvalidVersionError("Pulumi CLI too old"), ConfigError),
         (FileNotFoundError("pulumi"), ConfigError),
     ],
-    ids=["concurrent", "not-found", "command", "version", "no-cli"],
+    ids=["concurrent", "not-found", "vanished-lock", "command", "version", "no-cli"],
 )
 def test_every_pulumi_exception_becomes_a_typed_error(
     raised: Exception, expected: type[InferCraneError]

@@ -691,13 +691,30 @@ def test_over_bound_inputs_are_refused_in_one_line_before_anything_is_rendered(
     [line] = refused.value.problems
     assert line.startswith(f"{R}: ") and "at most 2000" in line
 
+    # Ten lists of ten of the one before, six deep: a million values from a few hundred bytes.
+    bomb = "".join(f"  l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 10)}]\n" for n in range(1, 7))
     aliased = tmp_path / "Pulumi.aliased.yaml"
     aliased.write_text(
         "config:\n"
         f"  {K}: {json.dumps(samples.kubernetes())}\n"
-        f"  {R}: &r [{json.dumps(samples.replica())}]\n"
-        "bomb: [*r, *r, *r]\n"
+        f"  {R}: []\n"
+        f"bomb:\n  l0: &l0 [x]\n{bomb}"
     )
     with pytest.raises(ConfigError) as refused:
         load_stack_file(aliased)
-    assert refused.value.problems == (f"{aliased}: uses YAML aliases (*r); write each value out",)
+    assert refused.value.problems == (
+        f"{aliased}: expands to more than 1,000,000 values (YAML aliases?); write each value out",
+    )
+
+
+def test_an_object_pyyaml_wrote_twice_as_an_alias_is_read_as_written(tmp_path: Path) -> None:
+    """PyYAML writes one object met twice as an anchor and an alias (a control plane's shared
+    resources dict): such a file is read, its values as if written out."""
+    resources = {"memoryLimit": "64Gi"}
+    replicas = [samples.replica(externalKey=k, resources=resources) for k in ("a", "b")]
+    text = yaml.safe_dump({"config": {K: samples.kubernetes(), R: replicas}})
+    assert "*id001" in text
+    path = tmp_path / "Pulumi.shared.yaml"
+    path.write_text(text)
+    config = load_stack_file(path)
+    assert [intent.resources.memory_limit for intent in config.replicas] == ["64Gi", "64Gi"]

@@ -86,6 +86,7 @@ from infercrane_pulumi.automation.engine.memory import memory_limit
 from infercrane_pulumi.automation.engine.operation import (
     EventHandler,
     Outcome,
+    busy,
     cli_version,
     operate,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "Printer",
     "Tail",
     "Tracker",
+    "busy",
     "checkpoint_outputs",
     "clear_pending_operations",
     "cli_version",

@@ -10,6 +10,7 @@ never uses, and keep all the CLI prints in memory.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,19 @@ class Outcome:
     diagnostics: tuple[str, ...] = ()
     finished: bool = False  # it reported its summary: it ran every step
     policy: tuple[auto.PolicyEvent, ...] = ()  # what the policy packs reported
+
+
+# The file backend's CLI reads every other lock of the stack before it runs: one whose holder
+# released it between the listing and the read fails the run with the blob's NotFound, where a
+# moment earlier it would have said "locked" (pulumi/pkg/backend/diy/lock.go, checkForLock).
+_VANISHED_LOCK = re.compile(r'blob \(key "[^"]*\.pulumi/locks/[^"]*"\) \(code=NotFound\)')
+
+
+def busy(error: auto.errors.CommandError) -> bool:
+    """Another operation holds the stack, or held it a moment ago: the run may be retried."""
+    return isinstance(error, auto.errors.ConcurrentUpdateError) or bool(
+        _VANISHED_LOCK.search(str(error))
+    )
 
 
 def cli_version(stack: auto.Stack) -> str:
@@ -105,7 +119,7 @@ def operate(
                 tail.close()  # every event read before saying how it ended
                 return Outcome(
                     failed=True,
-                    busy=isinstance(error, auto.errors.ConcurrentUpdateError),
+                    busy=busy(error),
                     diagnostics=tuple(diagnostics),
                     finished=bool(finished),
                     policy=tuple(judged),
