@@ -197,7 +197,7 @@ def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> 
     bin_dir, pulumi_home = pulumi_paths(flags, environ)
     return PulumiEnvironment.for_backend(
         backend,
-        lease_url=flags.lease_url or environ.get("INFERCRANE_LEASE_URL"),
+        lease_url=flags.lease_url or environ.get(backends.LEASE_URL_ENV),
         pulumi_home=pulumi_home,
         passphrase=passphrase,
         bin_dir=bin_dir,

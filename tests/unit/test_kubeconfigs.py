@@ -310,7 +310,7 @@ def test_an_unreadable_kubeconfig_file_is_refused_without_its_contents(tmp_path:
     )
 
 
-def test_the_engine_inherits_nothing_that_decides_where_and_how_the_provider_applies() -> None:
+def test_the_engine_inherits_neither_how_the_provider_applies_nor_the_lease_password() -> None:
     ambient = {
         "PATH": "/usr/bin",
         "HOME": "/root",
@@ -319,12 +319,15 @@ def test_the_engine_inherits_nothing_that_decides_where_and_how_the_provider_app
         "PULUMI_K8S_ENABLE_PATCH_FORCE": "true",
         "PULUMI_K8S_DELETE_UNREACHABLE": "true",
         "PULUMI_HOME": "/ambient",
+        "INFERCRANE_LEASE_URL": "postgres://lease:Xy9kq@db:5432/leases",
+        "PGPASSWORD": "the state's, which the engine's backend driver reads",
     }
     assert engine.inherited(ambient) == {
         "PATH": "/usr/bin",
         "HOME": "/root",
         "HTTPS_PROXY": "http://proxy:3128",
         "PULUMI_HOME": "/ambient",  # the run's own variables replace it (environment.py)
+        "PGPASSWORD": "the state's, which the engine's backend driver reads",
     }
 
 

@@ -37,6 +37,7 @@ from typing import Any, Protocol, TextIO
 
 from pulumi import automation as auto
 
+from infercrane_pulumi.automation.backends import LEASE_URL_ENV
 from infercrane_pulumi.automation.engine import marks
 from infercrane_pulumi.errors import RunTimeoutError
 
@@ -160,16 +161,21 @@ def _stopped(process: subprocess.Popen[str], token: str) -> None:
         marks.stop(marks.MARK_ENV, token, grace=0.0)
 
 
+NOT_INHERITED = frozenset({"KUBECONFIG", LEASE_URL_ENV})
+
+
 def inherited(environ: Mapping[str, str]) -> dict[str, str]:
     """What the CLI, and the plugins it starts, may take from this process's environment: all
     but what decides where and how the provider applies, which the run gives explicitly or not
     at all. pulumi-kubernetes reads ``KUBECONFIG`` for a provider without one, and its
     ``PULUMI_K8S_*`` variables over its defaults (``PULUMI_K8S_ENABLE_PATCH_FORCE`` would let
-    it take over fields other managers own): a control plane's own variables are not its runs'."""
+    it take over fields other managers own): a control plane's own variables are not its runs'.
+    Nor is the lease database's URL, whose password only this process's lease needs: the CLI
+    and every plugin would otherwise hold it in their environments (``/proc/<pid>/environ``)."""
     return {
         name: value
         for name, value in environ.items()
-        if name != "KUBECONFIG" and not name.startswith("PULUMI_K8S_")
+        if name not in NOT_INHERITED and not name.startswith("PULUMI_K8S_")
     }
 
 
