@@ -36,7 +36,12 @@ from infercrane_pulumi.automation import (
 from infercrane_pulumi.automation.environment import pulumi_paths
 from infercrane_pulumi.cluster import client, doctor
 from infercrane_pulumi.components import PLUGIN_VERSION
-from infercrane_pulumi.config_files import QUIET_SECONDS, load_stack_file, stack_file
+from infercrane_pulumi.config_files import (
+    QUIET_SECONDS,
+    load_policy_file,
+    load_stack_file,
+    stack_file,
+)
 from infercrane_pulumi.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -47,7 +52,7 @@ from infercrane_pulumi.errors import (
     InferCraneError,
     InternalError,
 )
-from infercrane_pulumi.intents import StackConfig
+from infercrane_pulumi.intents import PolicySettings, StackConfig
 from infercrane_pulumi.review import comments, offline_diff
 
 Connect = Callable[[Any], client.Cluster]
@@ -140,6 +145,7 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
         wait_seconds=args.wait,
         refresh=getattr(args, "refresh", False),
         policy_pack=_pack(args),
+        platform_policy=_platform_policy(args),
         timeout_seconds=args.timeout,
     )
     remove_key = args.key if args.command == "remove" else None
@@ -177,6 +183,12 @@ def _pack(args: argparse.Namespace) -> PolicyPack | None:
             raise ConfigError(["--policy-pack-config: needs --policy-pack"])
         return None
     return PolicyPack(directory.resolve(), None if config is None else config.resolve())
+
+
+def _platform_policy(args: argparse.Namespace) -> PolicySettings | None:
+    """``--policy``'s file, read anew for each run (``up --every``'s too)."""
+    path = getattr(args, "policy", None)
+    return None if path is None else load_policy_file(path)
 
 
 def diff(args: argparse.Namespace, ctx: Context) -> views.Result:
@@ -259,6 +271,13 @@ def _policy_pack(command: argparse.ArgumentParser) -> None:
         "--policy-pack-config",
         type=Path,
         help="the pack's configuration, a JSON file of rule names (default: the rules' own)",
+    )
+    command.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="the platform's policy, a YAML mapping of infercrane:policy's keys: the stack "
+        "file's own infercrane:policy may only tighten it (default: the stack file's alone)",
     )
 
 

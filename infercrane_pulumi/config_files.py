@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from infercrane_pulumi import naming
-from infercrane_pulumi.config_rules import parse_stack_section
+from infercrane_pulumi.config_rules import parse_policy, parse_stack_section
 from infercrane_pulumi.errors import ConfigError, StaleDesiredStateError
 from infercrane_pulumi.intents import (
     ALLOW_EMPTY_KEY,
@@ -25,6 +25,7 @@ from infercrane_pulumi.intents import (
     POLICY_KEY,
     REPLICAS_KEY,
     SET_KUBECONFIG_SECRET,
+    PolicySettings,
     StackConfig,
 )
 from infercrane_pulumi.validators import is_kubeconfig_contents
@@ -56,6 +57,17 @@ def dump_document(document: Any) -> str:
 def load_stack_file(path: Path) -> StackConfig:
     """Read a ``stacks/Pulumi.<stack>.yaml`` file and validate its ``config`` section."""
     return parse_stack_text(read_settled(path), source=str(path))
+
+
+def load_policy_file(path: Path) -> PolicySettings:
+    """A platform's policy file (``--policy``: a mapping of ``infercrane:policy``'s keys),
+    validated."""
+    source = f"--policy {path}"
+    try:
+        document = load_document(read_settled(path))
+    except yaml.YAMLError as error:
+        raise ConfigError([f"{source}: not valid YAML"]) from error
+    return parse_policy(document, source=source)
 
 
 # What ``up --every`` waits for before it reads the file it watches: nothing written to it for

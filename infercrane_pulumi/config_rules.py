@@ -31,6 +31,7 @@ from infercrane_pulumi.intents import (
     RESERVED_MOUNTS,
     STACK_KEYS,
     KubernetesSettings,
+    PolicySettings,
     ReplicaIntent,
     ResourceOverrides,
     Resources,
@@ -114,6 +115,24 @@ def parse_stack_config(
     if problems or config is None:
         raise ConfigError(problems)
     return config
+
+
+def parse_policy(document: Any, *, source: str) -> PolicySettings:
+    """A platform's policy (``infercrane:policy``'s keys, given apart from the stack file:
+    ``--policy``), validated; raise one ``ConfigError`` naming every problem under
+    ``source``. Nothing is read as "no limits": the document must be a mapping."""
+    if not isinstance(document, Mapping):
+        raise ConfigError([f"{source}: must be a mapping of {POLICY_KEY}'s keys"])
+    try:
+        return PolicySettings.model_validate(document)
+    except ValidationError as error:
+        raise ConfigError(
+            [
+                f"{source}: "
+                + _describe({**item, "loc": ("policy", *item["loc"])})[len(POLICY_KEY) + 1 :]
+                for item in error.errors()
+            ]
+        ) from error
 
 
 def _describe(item: Mapping[str, Any]) -> str:

@@ -297,7 +297,13 @@ class ReplicaIntent(_Model):
 
 
 RuleId = Literal[
-    "image-registry", "gpu-product", "gpu-budget", "runtime-flags", "pod-security", "model-name"
+    "image-registry",
+    "gpu-product",
+    "gpu-budget",
+    "runtime-flags",
+    "pod-security",
+    "model-name",
+    "secret-reference",
 ]
 Enforcement = Literal["mandatory", "advisory", "disabled"]
 # A registry host, optionally with a port and a path prefix (``ghcr.io/acme``).
@@ -329,6 +335,9 @@ class PolicySettings(_Model):
     team that reviewed the model's code)."""
     pod_security: PodSecurityLevel = "baseline"
     """The Pod Security level the Pods must meet (rule ``pod-security``)."""
+    allowed_secrets: tuple[DnsSubdomain, ...] | None = None
+    """Secrets a replica's Pod may reference (the worker Secret, ``hfToken``'s); unset: any but
+    the runner's own, which no policy allows (rule ``secret-reference``)."""
     model_patterns: tuple[Printable, ...] | None = None
     """Shell-style patterns (``Qwen/*``) a model name must match one of; unset: any (rule
     ``model-name``)."""

@@ -19,9 +19,6 @@ from infercrane_pulumi.errors import ConfigError
 POSTGRES_SCHEME = "postgres"  # the only spelling Pulumi's DIY registry serves
 DEFAULT_TABLE = "pulumi_state"  # Pulumi's own default for the ``table`` parameter
 REDACTED = "***"
-# Where the command line finds the lease database's URL (password included): read by this
-# process alone, never handed to a process it starts (``engine.process.inherited``).
-LEASE_URL_ENV = "INFERCRANE_LEASE_URL"
 # A query parameter that may carry a password (libpq's password, sslpassword): its value and
 # all after it, since an unencoded '&' or '#' in the password would end it early.
 _QUERY_SECRET = re.compile(r"([?&][^=&#]*pass[^=&#]*=).*", re.IGNORECASE | re.DOTALL)

@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlparse
 from infercrane_pulumi import kubeconfigs
 from infercrane_pulumi.automation import backends
 from infercrane_pulumi.automation.engine import history
+from infercrane_pulumi.automation.engine.process import LEASE_URL_ENV
 from infercrane_pulumi.errors import ConfigError
 
 DEFAULT_KEPT_UPDATES = 10
@@ -197,7 +198,7 @@ def resolve_environment(flags: EnvironmentFlags, environ: Mapping[str, str]) -> 
     bin_dir, pulumi_home = pulumi_paths(flags, environ)
     return PulumiEnvironment.for_backend(
         backend,
-        lease_url=flags.lease_url or environ.get(backends.LEASE_URL_ENV),
+        lease_url=flags.lease_url or environ.get(LEASE_URL_ENV),
         pulumi_home=pulumi_home,
         passphrase=passphrase,
         bin_dir=bin_dir,

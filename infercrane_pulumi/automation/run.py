@@ -64,7 +64,7 @@ from infercrane_pulumi.errors import (
     RunFailedError,
     StackBusyError,
 )
-from infercrane_pulumi.intents import StackConfig
+from infercrane_pulumi.intents import PolicySettings, StackConfig
 from infercrane_pulumi.policy import rules
 from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.records import Applied, DesiredVersion, Provenance
@@ -87,6 +87,9 @@ class RunOptions:
     # InferCrane's CrossGuard pack, run by the engine on a preview or an up
     # (docs/how-to/policy-pack.md).
     policy_pack: PolicyPack | None = None
+    # The platform's policy (``--policy``), which the stack's own ``infercrane:policy`` may only
+    # tighten (``policy.rules.judging``); None: the stack's policy alone.
+    platform_policy: PolicySettings | None = None
     # How long the run may take from its start; past it the engine is stopped and the run
     # fails retryably (``RunTimeoutError``). None: no deadline.
     timeout_seconds: float | None = None
@@ -153,7 +156,9 @@ def run(
     else:
         # Before any read or write, so that a verified no-op or a killed run's leftovers never
         # go around it; the served program takes the judgement as made here.
-        findings = rules.enforce(rendered)
+        # A removal (``named``) only deletes: what it keeps was judged when it was applied.
+        platform = None if named is not None else options.platform_policy
+        findings = rules.enforce(rendered, platform)
         if options.policy_pack is not None:
             options.policy_pack.check()
     cluster = client.connect(config.kubernetes)

@@ -37,6 +37,7 @@ SETTINGS_OF: Mapping[str, frozenset[str]] = {
     "runtime-flags": frozenset({"deniedFlags", "allowedFlags"}),
     "pod-security": frozenset({"podSecurity"}),
     "gpu-budget": frozenset({"gpuBudget", "gpuResource"}),
+    "secret-reference": frozenset({"allowedSecrets"}),
 }
 LEVELS = frozenset({"mandatory", "advisory", "disabled", "remediate"})
 

@@ -142,6 +142,42 @@ def _pod_security(policy: PolicySettings, subject: Subject, _: Context) -> Itera
         )
 
 
+# The shipped runner's own Secrets (deploy/kubernetes/runner: the state backend's URL and
+# password, the stack's passphrase): a Pod that referenced one could print them, and with them
+# read every stack the state holds. No policy allows them.
+RUNNER_SECRETS = frozenset({"infercrane-runner-state"})
+
+
+def _secret_reference(policy: PolicySettings, subject: Subject, _: Context) -> Iterator[str]:
+    allowed = policy.allowed_secrets
+    for name in sorted(secret_names(pod_spec(subject.workload))):
+        if name in RUNNER_SECRETS:
+            yield f"{subject.external_key}: Secret {name} is the runner's own, never a replica's"
+        elif allowed is not None and name not in allowed:
+            shown = ", ".join(allowed) or "none"
+            yield f"{subject.external_key}: Secret {name} is not allowed here (allowed: {shown})"
+
+
+def secret_names(pod: Mapping[str, Any]) -> set[str]:
+    """Every Secret a Pod spec reads: env values, envFrom, volumes (projected ones too) and
+    image pull secrets."""
+    names = {str(ref.get("name")) for ref in pod.get("imagePullSecrets") or []}
+    for container in podsecurity.containers(pod):
+        for env in container.get("env") or []:
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+            names |= set() if ref is None else {str(ref.get("name"))}
+        for source in container.get("envFrom") or []:
+            ref = source.get("secretRef")
+            names |= set() if ref is None else {str(ref.get("name"))}
+    for volume in pod.get("volumes") or []:
+        secret = volume.get("secret")
+        names |= set() if secret is None else {str(secret.get("secretName"))}
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            projected = source.get("secret")
+            names |= set() if projected is None else {str(projected.get("name"))}
+    return names
+
+
 def _model_name(policy: PolicySettings, subject: Subject, _: Context) -> Iterator[str]:
     patterns, model = policy.model_patterns, subject.model
     if (
@@ -174,6 +210,9 @@ REPLICA_RULES: Mapping[Rule, ReplicaRule] = {
         _pod_security
     ),
     Rule("model-name", "models match the namespace's patterns", "advisory"): _model_name,
+    Rule("secret-reference", "Pods read only the allowed Secrets", "mandatory"): (
+        _secret_reference
+    ),
 }
 GPU_BUDGET = Rule("gpu-budget", "the replicas hold no more GPUs than the budget", "mandatory")
 RULES: tuple[Rule, ...] = (*REPLICA_RULES, GPU_BUDGET)
@@ -183,26 +222,52 @@ def enforcement(policy: PolicySettings, rule: Rule) -> Enforcement:
     return policy.enforcement.get(rule.id, rule.default)
 
 
+def judging(platform: PolicySettings | None, stack: PolicySettings) -> tuple[PolicySettings, ...]:
+    """The policies a stack is judged by: its own (``infercrane:policy``), or, under a platform's
+    policy, the platform's and the stack's over it. A setting the stack file gives replaces the
+    platform's in the stack's copy, one it leaves out is the platform's; a replica must meet
+    both, so a stack file only tightens what its platform allows."""
+    if platform is None:
+        return (stack,)
+    given = {name: getattr(stack, name) for name in stack.model_fields_set}
+    return (platform, platform.model_copy(update=given))
+
+
+_STRICTNESS: Mapping[Enforcement, int] = {"disabled": 0, "advisory": 1, "mandatory": 2}
+
+
 def evaluate(
-    policy: PolicySettings, subjects: Sequence[Subject], context: Context
+    policy: PolicySettings,
+    subjects: Sequence[Subject],
+    context: Context,
+    *,
+    platform: PolicySettings | None = None,
 ) -> tuple[Finding, ...]:
-    """Every enabled rule over ``subjects`` (one stack's replicas), per key in key order."""
-    findings: list[Finding] = []
+    """Every enabled rule over ``subjects`` (one stack's replicas), per key in key order, then
+    the stack's, under every policy the stack is judged by (``judging``): a finding two of them
+    report is reported once, at the stricter level."""
+    found: dict[tuple[RuleId, str | None, str], Enforcement] = {}
+    for judged in judging(platform, policy):
+        for rule, key, message, level in _findings(judged, subjects, context):
+            seen = found.get((rule, key, message), "disabled")
+            found[(rule, key, message)] = max(seen, level, key=_STRICTNESS.__getitem__)
+    ordered = sorted(found.items(), key=lambda item: (item[0][1] is None, item[0][1] or ""))
+    return tuple(Finding(rule, level, key, message) for (rule, key, message), level in ordered)
+
+
+def _findings(
+    policy: PolicySettings, subjects: Sequence[Subject], context: Context
+) -> Iterator[tuple[RuleId, str | None, str, Enforcement]]:
     for subject in sorted(subjects, key=lambda s: s.external_key):
         for rule, check in REPLICA_RULES.items():
             level = enforcement(policy, rule)
             if level != "disabled":
-                findings += (
-                    Finding(rule.id, level, subject.external_key, message)
-                    for message in check(policy, subject, context)
-                )
+                for message in check(policy, subject, context):
+                    yield rule.id, subject.external_key, message, level
     level = enforcement(policy, GPU_BUDGET)
     if level != "disabled":
-        findings += (
-            Finding(GPU_BUDGET.id, level, None, message)
-            for message in over_budget(policy, subjects, context)
-        )
-    return tuple(findings)
+        for message in over_budget(policy, subjects, context):
+            yield GPU_BUDGET.id, None, message, level
 
 
 def over_budget(
@@ -216,9 +281,11 @@ def over_budget(
         )
 
 
-def evaluate_rendered(rendered: Rendered) -> tuple[Finding, ...]:
-    """``evaluate`` under the stack's policy over the workloads it rendered (the first object
-    of each intent)."""
+def evaluate_rendered(
+    rendered: Rendered, platform: PolicySettings | None = None
+) -> tuple[Finding, ...]:
+    """``evaluate`` under the stack's policy (and ``platform``'s) over the workloads it
+    rendered (the first object of each intent)."""
     config = rendered.config
     settings = config.kubernetes
     subjects = [
@@ -226,7 +293,7 @@ def evaluate_rendered(rendered: Rendered) -> tuple[Finding, ...]:
         for intent in config.replicas
     ]
     context = Context(settings.gpu_resource, settings.gpu_product_label)
-    return evaluate(config.policy, subjects, context)
+    return evaluate(config.policy, subjects, context, platform=platform)
 
 
 def evaluate_stack(config: StackConfig) -> tuple[Finding, ...]:
@@ -234,10 +301,11 @@ def evaluate_stack(config: StackConfig) -> tuple[Finding, ...]:
     return evaluate_rendered(render(config, stack=None))
 
 
-def enforce(rendered: Rendered) -> tuple[Finding, ...]:
-    """The advisory findings of a stack; raise ``PolicyViolationError`` listing every
-    mandatory one (per key in key order, then the stack's) when there is any."""
-    findings = evaluate_rendered(rendered)
+def enforce(rendered: Rendered, platform: PolicySettings | None = None) -> tuple[Finding, ...]:
+    """The advisory findings of a stack (judged under ``platform`` too, if given); raise
+    ``PolicyViolationError`` listing every mandatory one (per key in key order, then the
+    stack's) when there is any."""
+    findings = evaluate_rendered(rendered, platform)
     mandatory = [f.message for f in findings if f.enforcement == "mandatory"]
     if mandatory:
         raise PolicyViolationError(mandatory)

@@ -137,6 +137,9 @@ class Runner:
             client.V1ConfigMap(metadata=meta("infercrane-stack"), data={self.key(): stack}),
         )
         placed = {"namespace": self.namespace, "labels": dict(labels)}
+        policy: Any = shipped("ConfigMap")  # the platform's policy, as shipped
+        policy["metadata"] |= placed
+        core.create_namespaced_config_map(self.namespace, policy)
         made: Any = deployment(
             self.namespace,
             image,

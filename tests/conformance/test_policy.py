@@ -14,7 +14,7 @@ from infercrane_pulumi.errors import EXIT_POLICY, PolicyViolationError
 from infercrane_pulumi.intents import PolicySettings
 from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.review.changes import PolicyFinding
-from tests.conformance.harness import Harness, intent, replica
+from tests.conformance.harness import NO_SUCH_GPU, Harness, intent, replica
 from tests.conformance.test_cli_and_faults import cli_env
 
 pytestmark = pytest.mark.conformance
@@ -103,4 +103,44 @@ def test_a_stack_files_policy_refuses_with_its_exit_code_and_warns_advisory(
     assert removed.returncode == 0, removed.stderr
     assert harness.get(kinds.DEPLOYMENT, "gone") is None
     assert harness.get(kinds.DEPLOYMENT, "policy-flag") is not None
+    harness.destroy()
+
+
+def test_the_platforms_policy_refuses_what_a_stack_file_allows_itself(
+    harness: Harness, tmp_path: Path
+) -> None:
+    platform = tmp_path / "platform-policy.yaml"
+    platform.write_text("allowedSecrets: [infercrane-worker]\n")
+    up = ("up", "--stack", harness.stack_name, "--project-dir", str(harness.project_dir))
+    # The stack file reads the runner's own Secret and the team's token, and turns the rule off
+    # for itself: the platform's copy of the rule still finds both.
+    loosening = {"allowedSecrets": ["team-hf"], "enforcement": {"secret-reference": "disabled"}}
+    harness.configure(
+        [replica("policy-secret")],
+        policy=loosening,
+        workerSecretName="infercrane-runner-state",
+        hfToken={"secretName": "team-hf", "key": "token"},
+    )
+    done = harness.cli(*up, "--policy", str(platform), "--json", env=cli_env(harness))
+    assert done.returncode == EXIT_POLICY, done.stderr
+    assert json.loads(done.stdout)["error"] == {
+        "code": "policy-violation",
+        "retryable": False,
+        "problems": [
+            "policy-secret: Secret infercrane-runner-state is the runner's own, never a replica's",
+            "policy-secret: Secret team-hf is not allowed here (allowed: infercrane-worker)",
+        ],
+    }
+    _nothing_written(harness)
+    # Within the platform's limits, the stack file's own still bind: it only tightens them.
+    harness.configure([replica("policy-secret")], policy={"gpuProducts": ["NVIDIA-H100"]})
+    done = harness.cli(*up, "--policy", str(platform), "--json", env=cli_env(harness))
+    assert json.loads(done.stdout)["error"]["problems"] == [
+        f"policy-secret: GPU product {NO_SUCH_GPU} is not allowed here (allowed: NVIDIA-H100)"
+    ]
+    _nothing_written(harness)
+    harness.configure([replica("policy-secret")])
+    done = harness.cli(*up, "--policy", str(platform), "--json", env=cli_env(harness))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert harness.get(kinds.DEPLOYMENT, "policy-secret") is not None
     harness.destroy()

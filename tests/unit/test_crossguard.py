@@ -58,6 +58,7 @@ def test_the_pack_names_what_the_stacks_rules_name_under_the_same_settings(
         "gpuBudget": 1,
         "podSecurity": "restricted",
         "deniedFlags": ["--trust-remote-code", "--enforce-eager"],
+        "allowedSecrets": ["hf-token"],
     }
     replicas = [
         samples.replica(runtimeArgs=["--trust-remote-code"]),
@@ -123,7 +124,7 @@ def test_a_bad_pack_configuration_names_every_problem_in_one_line_each() -> None
         "mandatory, remediate",
         "policy pack config: all: takes only an enforcement level",
         "policy pack config: model-name: is not a rule of the pack (all, image-registry, "
-        "gpu-product, runtime-flags, pod-security, gpu-budget)",
+        "gpu-product, runtime-flags, pod-security, gpu-budget, secret-reference)",
         "policy pack config: image-registry.gpuBudget: is not a setting of this rule",
         "policy pack config: image-registry.allowedRegistries.0: String should match pattern "
         "'^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9._-]+)*$'",

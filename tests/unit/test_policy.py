@@ -6,12 +6,23 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
+import yaml
 
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config_files import load_policy_file
+from infercrane_pulumi.config_rules import parse_policy, parse_stack_config
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import RuleId
+from infercrane_pulumi.intents import PolicySettings, RuleId
 from infercrane_pulumi.policy import podsecurity
-from infercrane_pulumi.policy.rules import RULES, Finding, evaluate_stack, registry_path
+from infercrane_pulumi.policy.rules import (
+    RULES,
+    RUNNER_SECRETS,
+    Finding,
+    evaluate_rendered,
+    evaluate_stack,
+    registry_path,
+    secret_names,
+)
+from infercrane_pulumi.workloads import render
 from tests.unit import samples
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,3 +247,122 @@ def test_baseline_refuses_host_access_and_privilege() -> None:
         "container c uses a hostPort",
     ]
     assert podsecurity.violations(pod, "privileged") == []
+
+
+def _platform_findings(
+    platform: dict[str, Any], policy: dict[str, Any], replicas: list[dict[str, Any]]
+) -> list[Finding]:
+    config = parse_stack_config(samples.kubernetes(), replicas, policy)
+    return list(evaluate_rendered(render(config, stack=None), parse_policy(platform, source="p")))
+
+
+@pytest.mark.parametrize("workload_api", ["deployment", "kserve"])
+def test_a_pod_reads_only_the_allowed_secrets_and_never_the_runners(workload_api: str) -> None:
+    settings = {"workloadApi": workload_api, "workerSecretName": "infercrane-runner-state"}
+    hf = {"hfToken": {"secretName": "team-hf", "key": "token"}}
+    config = parse_stack_config(
+        samples.kubernetes(**settings, **hf), [samples.replica()], {"allowedSecrets": ["team-hf"]}
+    )
+    assert list(evaluate_stack(config)) == [
+        Finding(
+            "secret-reference",
+            "mandatory",
+            "dep-7-r0",
+            "dep-7-r0: Secret infercrane-runner-state is the runner's own, never a replica's",
+        )
+    ]
+    # The runner's own Secret is refused even where a policy lists it.
+    listed = {"allowedSecrets": ["infercrane-runner-state", "team-hf"]}
+    assert [f.rule for f in _findings(listed, [samples.replica()], **settings, **hf)] == [
+        "secret-reference"
+    ]
+    assert _findings({"allowedSecrets": []}, [samples.replica()], **hf) == [
+        Finding(
+            "secret-reference",
+            "mandatory",
+            "dep-7-r0",
+            f"dep-7-r0: Secret {name} is not allowed here (allowed: none)",
+        )
+        for name in sorted({"infercrane-worker", "team-hf"})
+    ]
+
+
+def test_secret_names_are_every_secret_a_pod_spec_reads() -> None:
+    pod = {
+        "imagePullSecrets": [{"name": "pull"}],
+        "initContainers": [
+            {"envFrom": [{"secretRef": {"name": "init-env"}}, {"configMapRef": {}}]}
+        ],
+        "containers": [
+            {"env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "env", "key": "k"}}}]}
+        ],
+        "volumes": [
+            {"name": "v", "secret": {"secretName": "volume"}},
+            {"name": "p", "projected": {"sources": [{"secret": {"name": "projected"}}]}},
+            {"name": "e", "emptyDir": {}},
+        ],
+    }
+    assert secret_names(pod) == {"pull", "init-env", "env", "volume", "projected"}
+
+
+def test_the_runners_secrets_are_every_secret_its_shipped_manifest_names() -> None:
+    manifest = (ROOT / "deploy" / "kubernetes" / "runner" / "runner.yaml").read_text()
+    [deployment] = [d for d in yaml.safe_load_all(manifest) if d["kind"] == "Deployment"]
+    assert secret_names(deployment["spec"]["template"]["spec"]) == RUNNER_SECRETS
+
+
+def test_a_stack_file_only_tightens_the_platforms_policy() -> None:
+    platform = {"allowedRegistries": ["ghcr.io/acme"], "allowedSecrets": ["infercrane-worker"]}
+    hf = {"hfToken": {"secretName": "team-hf", "key": "token"}}
+    replica = samples.replica()
+    # Loosened or disabled by the stack file: the platform's finding stands, mandatory.
+    loosening = {
+        "allowedRegistries": ["registry.example"],
+        "allowedSecrets": ["infercrane-worker", "team-hf"],
+        "enforcement": {"secret-reference": "disabled", "image-registry": "advisory"},
+    }
+    config = parse_stack_config(samples.kubernetes(**hf), [replica], loosening)
+    found = evaluate_rendered(render(config, stack=None), parse_policy(platform, source="p"))
+    assert [(f.rule, f.enforcement) for f in found] == [
+        ("image-registry", "mandatory"),
+        ("secret-reference", "mandatory"),
+    ]
+    # What the stack file leaves out is the platform's; what it gives, it adds.
+    assert _platform_findings(platform, {}, [replica]) == _platform_findings(
+        platform, {"allowedRegistries": ["ghcr.io/acme"]}, [replica]
+    )
+    tightened = _platform_findings(
+        {"allowedSecrets": ["infercrane-worker"]}, {"gpuProducts": ["NVIDIA-H100"]}, [replica]
+    )
+    assert tightened == [
+        Finding(
+            "gpu-product",
+            "mandatory",
+            "dep-7-r0",
+            "dep-7-r0: GPU product NVIDIA-L40S is not allowed here (allowed: NVIDIA-H100)",
+        )
+    ]
+    # A finding both report is reported once.
+    flags = [samples.replica(runtimeArgs=["--trust-remote-code"])]
+    assert [f.rule for f in _platform_findings({}, {}, flags)] == ["runtime-flags"]
+
+
+def test_a_platform_policy_file_is_refused_one_line_per_problem(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    for text, problems in [
+        ("", [f"--policy {path}: must be a mapping of infercrane:policy's keys"]),
+        ("allowedSecrets: [a\n", [f"--policy {path}: not valid YAML"]),
+        (
+            "allowedSecret: [a]\ngpuBudget: -1\n",
+            [
+                f"--policy {path}: gpuBudget: Input should be greater than or equal to 0",
+                f"--policy {path}: allowedSecret: is not a known key",
+            ],
+        ),
+    ]:
+        path.write_text(text)
+        with pytest.raises(ConfigError) as refused:
+            load_policy_file(path)
+        assert list(refused.value.problems) == problems
+    path.write_text("allowedSecrets: [infercrane-worker]\n")
+    assert load_policy_file(path) == PolicySettings(allowed_secrets=("infercrane-worker",))

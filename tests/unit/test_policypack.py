@@ -55,7 +55,7 @@ def test_a_pack_the_engine_could_not_run_is_refused_in_one_line_each(tmp_path: P
     assert refused.value.problems == (
         f"policy pack {bare}: its virtualenv venv is missing (make policy-venv)",
         "policy pack config: model-name: is not a rule of the pack (all, image-registry, "
-        "gpu-product, runtime-flags, pod-security, gpu-budget)",
+        "gpu-product, runtime-flags, pod-security, gpu-budget, secret-reference)",
     )
     assert not refused.value.retryable
     config.write_text("{not json")

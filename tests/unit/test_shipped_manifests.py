@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from infercrane_pulumi import workloads
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config_rules import parse_policy, parse_stack_config
+from infercrane_pulumi.intents import PolicySettings
 from tests.unit import samples
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
@@ -23,6 +24,7 @@ ALLOWED_KINDS = {
     "NetworkPolicy",
     "Deployment",
     "PodDisruptionBudget",
+    "ConfigMap",
 }
 FORBIDDEN_RESOURCES = {
     "secrets",
@@ -220,6 +222,7 @@ def test_the_runner_runs_as_the_shipped_account_hardened_and_digest_pinned() -> 
     assert {v["name"]: sorted(set(v) - {"name"}) for v in pod["volumes"]} == {
         "stack": ["configMap"],
         "state": ["secret"],
+        "policy": ["configMap"],
         "pulumi-home": ["emptyDir"],
         "tmp": ["emptyDir"],
     }
@@ -229,6 +232,14 @@ def test_the_runner_runs_as_the_shipped_account_hardened_and_digest_pinned() -> 
     configmap = runner["args"][runner["args"].index("--configmap") + 1]
     assert configmap == pod_volume(pod, "stack")["configMap"]["name"] == "infercrane-stack"
     assert "--timeout" in runner["args"]  # a hung run never stalls the loop
+    # The platform's policy, from a ConfigMap of its own, which the stack file cannot change.
+    policy = runner["args"][runner["args"].index("--policy") + 1]
+    [mount] = [m for m in runner["volumeMounts"] if policy.startswith(m["mountPath"] + "/")]
+    shipped = _runner()["ConfigMap"]
+    assert pod_volume(pod, mount["name"])["configMap"]["name"] == shipped["metadata"]["name"]
+    assert parse_policy(
+        yaml.safe_load(shipped["data"][policy.rsplit("/", 1)[1]]), source="shipped"
+    ) == PolicySettings(allowed_secrets=("infercrane-worker",))
     assert [e["name"] for e in runner["env"]] == ["POD_NAMESPACE", "PULUMI_BACKEND_URL"]
 
 

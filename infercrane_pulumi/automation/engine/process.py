@@ -37,7 +37,6 @@ from typing import Any, Protocol, TextIO
 
 from pulumi import automation as auto
 
-from infercrane_pulumi.automation.backends import LEASE_URL_ENV
 from infercrane_pulumi.automation.engine import marks
 from infercrane_pulumi.errors import RunTimeoutError
 
@@ -161,6 +160,9 @@ def _stopped(process: subprocess.Popen[str], token: str) -> None:
         marks.stop(marks.MARK_ENV, token, grace=0.0)
 
 
+# Where the command line finds the lease database's URL (password included): read by the
+# driver alone (``environment.resolve_environment``), never handed to a process it starts.
+LEASE_URL_ENV = "INFERCRANE_LEASE_URL"
 NOT_INHERITED = frozenset({"KUBECONFIG", LEASE_URL_ENV})
 
 
