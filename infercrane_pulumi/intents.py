@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 from infercrane_pulumi.validators import (
     AbsolutePath,
     Argv,
+    ArgvText,
     CpuQuantity,
     DigestImage,
     DnsLabel,
@@ -270,9 +271,9 @@ class ReplicaIntent(_Model):
     """The durable key (at most 253 bytes, unique in the stack, no surrounding whitespace,
     none equal to another but for case or whitespace): names and ownership derive from it
     alone."""
-    model: Printable
+    model: ArgvText
     """The model the runtime serves (``Qwen/Qwen3-8B``)."""
-    model_revision: Printable | None = None
+    model_revision: ArgvText | None = None
     """An immutable revision of the model, passed as ``--revision``."""
     gpu: LabelValue
     """The GPU product, as the node label's value, used verbatim (``NVIDIA-L40S``)."""

@@ -166,13 +166,32 @@ def _argv(value: list[str]) -> list[str]:
             raise ValueError(f"entry {index} contains a NUL byte")
         if len(entry) > MAX_ARGV_ENTRY_CHARS:
             raise ValueError(f"entry {index} is longer than {MAX_ARGV_ENTRY_CHARS} characters")
-        for reference in _CREDENTIAL_REFERENCES:
-            if reference in entry:
-                raise ValueError(
-                    f"entry {index} references {reference}; the worker credential reaches "
-                    "the runtime only through its environment"
-                )
+        reference = _credential_reference(entry)
+        if reference is not None:
+            raise ValueError(f"entry {index} {reference}")
     return value
+
+
+def _argv_text(value: str) -> str:
+    """A name that goes into the runtime's argv (a model, its revision)."""
+    reference = _credential_reference(_printable(value))
+    if reference is not None:
+        raise ValueError(reference)
+    return value
+
+
+def _credential_reference(text: str) -> str | None:
+    """Why ``text`` must never reach argv, if it names a credential: a tenant that picks a
+    model named ``$(VLLM_API_KEY)`` would otherwise see the key in the runtime's argv and in
+    its "model not found" log line (``podspec.literal`` keeps Kubernetes from expanding any
+    ``$(``; this says so to whoever wrote it, before anything runs)."""
+    for reference in _CREDENTIAL_REFERENCES:
+        if reference in text:
+            return (
+                f"references {reference}; the worker credential reaches the runtime only "
+                "through its environment"
+            )
+    return None
 
 
 DnsLabel = Annotated[str, _matching(_DNS_LABEL, "a DNS label starting with a letter", 63)]
@@ -187,6 +206,7 @@ Printable = Annotated[str, AfterValidator(_printable)]
 Kubeconfig = Annotated[str, AfterValidator(_kubeconfig)]
 ExternalKey = Annotated[str, AfterValidator(_external_key)]
 Argv = Annotated[list[str], AfterValidator(_argv)]
+ArgvText = Annotated[str, AfterValidator(_argv_text)]
 Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
 MemoryQuantity = Annotated[
     str,

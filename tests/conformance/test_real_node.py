@@ -132,16 +132,20 @@ def test_a_model_named_after_a_variable_reaches_the_runtime_to_the_letter(
     replicas: Replicas,
 ) -> None:
     """Kubernetes expands ``$(NAME)`` in a container's argv from its environment: a model named
-    ``$(VLLM_API_KEY)`` once started the runtime with the worker key as its model. A real
-    kubelet starts the stand-in here, which reports the argv it was given."""
+    ``$(VLLM_API_KEY)`` once started the runtime with the worker key as its model. A
+    credential's name is now refused before anything runs (``test_config_validation``); any
+    other variable of the container (``HF_HOME``, set by a model cache) must reach it to the
+    letter. A real kubelet starts the stand-in here, which reports the argv it was given."""
     key = "real-literal-r0"
-    named = "$(VLLM_API_KEY)"
-    replicas.stack.ensure([replicas.intent(key, model=named, modelRevision="$(HF_TOKEN)")])
+    cached = replicas.node.settings(modelCache={"sizeLimit": "1Gi"})
+    replicas.stack = replicas.harness.namespace_stack(replicas.stack.workspace, **cached)
+    named, revision = "$(HF_HOME)", "$(HF_HOME)$$"
+    replicas.stack.ensure([replicas.intent(key, model=named, modelRevision=revision)])
     replicas.ready(key)
     facts = replicas.standin(key)
     assert facts["model"] == named
     assert facts["argv"][3:] == [
-        *("--model", named, "--host", "0.0.0.0", "--port", "8000", "--revision", "$(HF_TOKEN)"),
+        *("--model", named, "--host", "0.0.0.0", "--port", "8000", "--revision", revision),
     ]
 
 

@@ -215,6 +215,19 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], list[Any], str]] = [
         f"{R}[0].runtimeArgs: entry 0 references $(VLLM_API_KEY)",
     ),
     (
+        # A tenant names the model: it once reached the runtime as the worker key.
+        "credential as the model",
+        samples.kubernetes(),
+        [samples.replica(model="$(VLLM_API_KEY)")],
+        f"{R}[0].model: references $(VLLM_API_KEY)",
+    ),
+    (
+        "credential as the revision",
+        samples.kubernetes(),
+        [samples.replica(modelRevision="main$(HF_TOKEN)")],
+        f"{R}[0].modelRevision: references $(HF_TOKEN)",
+    ),
+    (
         "credential in workload command",
         samples.kubernetes(),
         [samples.replica(workload=samples.workload(command=["run", "${WORKER_API_KEY}"]))],

@@ -291,21 +291,22 @@ def test_no_string_of_a_stack_file_is_expanded_by_kubernetes(text: str) -> None:
 @pytest.mark.parametrize("kserve", [False, True], ids=["deployment", "kserve"])
 def test_every_field_reaches_the_runtime_to_the_letter(kserve: bool) -> None:
     settings = samples.kubernetes(**({"workloadApi": "kserve"} if kserve else {}))
+    # A credential's name is refused before this (``validators``); any other is kept as is.
     default = samples.replica(
-        model="$(VLLM_API_KEY)", modelRevision="$(HF_TOKEN)", runtimeArgs=["--x=$(PORT)$$"]
+        model="org/$(PORT)", modelRevision="$(PORT)$$", runtimeArgs=["--x=$(PORT)$$"]
     )
     found = container(settings, default)
     argv = [*found["command"], *found["args"]]
     assert [expanded(entry, ENVIRONMENT) for entry in argv] == [
         *podspec.VLLM_COMMAND,
-        *("--model", "$(VLLM_API_KEY)", "--host", "0.0.0.0", "--port", "8000"),
-        *("--revision", "$(HF_TOKEN)", "--x=$(PORT)$$"),
+        *("--model", "org/$(PORT)", "--host", "0.0.0.0", "--port", "8000"),
+        *("--revision", "$(PORT)$$", "--x=$(PORT)$$"),
     ]
     workload = {
         "image": samples.IMAGE,
         "command": ["serve", "--model", "${MODEL}", "--port", "${PORT}"],
     }
-    custom = container(settings, samples.replica(model="$(HF_TOKEN)", workload=workload))
+    custom = container(settings, samples.replica(model="$(PORT)", workload=workload))
     assert [expanded(entry, ENVIRONMENT) for entry in custom["command"]] == [
-        *("serve", "--model", "$(HF_TOKEN)", "--port", "8000"),
+        *("serve", "--model", "$(PORT)", "--port", "8000"),
     ]
