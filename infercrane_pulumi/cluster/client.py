@@ -11,6 +11,8 @@ protocol so the decisions above it run in unit tests with recorded answers.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import http.client
 import json
 import ssl
@@ -22,10 +24,11 @@ from typing import Any, Protocol
 import urllib3
 import yaml
 from kubernetes import config as kubeconfig_loader
+from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from infercrane_pulumi import naming
+from infercrane_pulumi import naming, private_dirs
 from infercrane_pulumi.errors import (
     ClusterAuthenticationError,
     ClusterForbiddenError,
@@ -47,6 +50,7 @@ APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 # fraction of the bytes of whole objects.
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 LIST_PAGE = 500
+KEY_FILES_PREFIX = "infercrane-keys-"
 REQUEST_TIMEOUT_SECONDS = 15
 # A paged LIST reads one snapshot, which the server keeps only until etcd compacts it (minutes);
 # a list that outlives it is read again from its first page, a few times at most.
@@ -393,6 +397,15 @@ def _json_object(raw: bytes | str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+@functools.cache
+def _key_files() -> Path:
+    """This process's private directory for the client's key files: removed when it exits, and
+    by the next process to connect if it is killed (``private_dirs``)."""
+    path = private_dirs.made(KEY_FILES_PREFIX)
+    atexit.register(private_dirs.removed, path)
+    return path
+
+
 def connect(settings: KubernetesSettings) -> Cluster:
     """A client for exactly the configured context of exactly the resolved kubeconfig
     (``kubeconfigs.resolved``); never the kubeconfig's current context, never a process's
@@ -401,16 +414,20 @@ def connect(settings: KubernetesSettings) -> Cluster:
     if source is None:
         raise InternalError(f"{KUBERNETES_KEY}.kubeconfig: connect before it was resolved")
     contents = kubeconfig_document(source)
+    configuration = Configuration()
+    # The library writes a kubeconfig's key and certificate data to files for TLS: into this
+    # process's private directory, never the shared temporary one.
+    where = {
+        "context": settings.context,
+        "client_configuration": configuration,
+        "temp_file_path": str(_key_files()),
+    }
     try:
         if contents is not None:
-            api_client = kubeconfig_loader.new_client_from_config_dict(  # type: ignore[no-untyped-call]
-                dict(contents), context=settings.context
-            )
+            kubeconfig_loader.load_kube_config_from_dict(dict(contents), **where)  # type: ignore[no-untyped-call]
         else:
-            api_client = kubeconfig_loader.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=source, context=settings.context
-            )
-        configuration = api_client.configuration
+            kubeconfig_loader.load_kube_config(config_file=source, **where)  # type: ignore[no-untyped-call]
+        api_client = ApiClient(configuration)
         ca = configuration.ssl_ca_cert
         identity = ClusterIdentity.of(
             configuration.host, None if ca is None else Path(ca).read_bytes()

@@ -24,6 +24,7 @@ DEV = "infercrane_dev"
 RANKS = {
     "errors": 0,
     "validators": 0,
+    "private_dirs": 0,
     "intents": 1,
     "config_rules": 2,
     "config_files": 3,

@@ -11,15 +11,13 @@ never uses, and keep all the CLI prints in memory.
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pulumi import automation as auto
 
+from infercrane_pulumi import private_dirs
 from infercrane_pulumi.automation.engine import events, process, serving
 
 EventHandler = Callable[[auto.EngineEvent], Any]
@@ -40,6 +38,8 @@ class Outcome:
 # The file backend's CLI reads every other lock of the stack before it runs: one whose holder
 # released it between the listing and the read fails the run with the blob's NotFound, where a
 # moment earlier it would have said "locked" (pulumi/pkg/backend/diy/lock.go, checkForLock).
+# A run's private directory: its event log, and its TMPDIR (``operate``).
+RUN_DIR_PREFIX = "infercrane-run-"
 _VANISHED_LOCK = re.compile(r'blob \(key "[^"]*\.pulumi/locks/[^"]*"\) \(code=NotFound\)')
 
 
@@ -88,7 +88,8 @@ def operate(
             finished.append(event)
         on_event(event)
 
-    run_dir = Path(tempfile.mkdtemp(prefix="infercrane-run-"))  # 0700
+    # Removed when the run ends; if the driver is killed, by its next run on this host.
+    run_dir = private_dirs.made(RUN_DIR_PREFIX)
     event_log = run_dir / "events.jsonl"
     workspace = stack.workspace
     environment = {
@@ -128,4 +129,4 @@ def operate(
         return Outcome(finished=bool(finished), policy=tuple(judged))
     finally:
         tail.close()
-        shutil.rmtree(run_dir, ignore_errors=True)
+        private_dirs.removed(run_dir)
