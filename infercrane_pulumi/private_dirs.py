@@ -22,11 +22,11 @@ _MAKING = ".making"
 _held: dict[Path, int] = {}  # this process's directories: the descriptor holding each lock
 
 
-def made(prefix: str) -> Path:
-    """A new private directory named ``prefix…``, after removing those of that prefix whose
-    process is gone (``sweep``)."""
-    sweep(prefix)
-    path = Path(tempfile.mkdtemp(prefix=prefix))  # 0700
+def made(prefix: str, within: Path | None = None) -> Path:
+    """A new private directory named ``prefix…`` in ``within`` (default: the process's temporary
+    directory), after removing those of that prefix whose process is gone (``sweep``)."""
+    sweep(prefix, within)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=within))  # 0700
     # Not inherited by the processes this one starts (PEP 446): the lock is this process's.
     descriptor = os.open(path / _MAKING, os.O_CREAT | os.O_RDWR, 0o600)
     fcntl.flock(descriptor, fcntl.LOCK_EX)
@@ -43,12 +43,12 @@ def removed(path: Path) -> None:
         os.close(descriptor)
 
 
-def sweep(prefix: str) -> list[Path]:
+def sweep(prefix: str, within: Path | None = None) -> list[Path]:
     """Remove the private directories named ``prefix…`` that a process left when it ended
     without removing them (their lock free); those of live processes, and anything not made
     here (no lock file, or another user's), stay. Returns what it removed."""
     left = []
-    for entry in sorted(Path(tempfile.gettempdir()).glob(f"{prefix}*")):
+    for entry in sorted((within or Path(tempfile.gettempdir())).glob(f"{prefix}*")):
         try:
             descriptor = os.open(entry / LOCK, os.O_RDWR)
         except OSError:  # not one of ours, being made, or not ours to read

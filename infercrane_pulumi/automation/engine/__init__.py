@@ -15,8 +15,9 @@ happens without it:
    (``serving``). Without them the package fails to import: ``pyproject.toml`` caps the SDK at
    the versions tested.
 2. ``pulumi up|preview|destroy --client ADDR --exec-kind auto.inline``, flags ``--help`` does
-   not list but the SDK's own Automation API passes (``serving``). Without them every run
-   fails (``pulumi-run-failed``).
+   not list but the SDK's own Automation API passes (``serving``), with ``ADDR`` a gRPC
+   ``unix:PATH`` (the CLI dials it as any gRPC target). Without them every run fails
+   (``pulumi-run-failed``).
 3. ``--event-log FILE``, taken with ``PULUMI_DEBUG_COMMANDS=true``: one JSON engine event per
    line, appended as the engine works (``events``), for a run a person watches (else row 6).
    A line the SDK does not decode fails the run closed (``pulumi-unsupported``).

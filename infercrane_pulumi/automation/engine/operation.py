@@ -99,7 +99,7 @@ def operate(
     }
     tail = events.Tail(event_log, collect, unread, cli=cli_version(stack))
     try:
-        with serving.serving(program) as served:
+        with serving.serving(program, run_dir) as served:
             command = [
                 *arguments,
                 *served,

@@ -4,9 +4,14 @@ The Pulumi CLI would otherwise start a language host and a fresh interpreter tha
 program, the SDK and pulumi-kubernetes again on every run: most of a small run's fixed cost
 (benchmarks/results/history-until-2026-12.md). The CLI's ``--client`` flag instead points the engine
 at a language runtime that is already running; this is the Automation API's own inline-program
-runtime (``pulumi.automation._server``, which ``Stack.up`` serves the same way), here on a loopback
-port of its own for exactly one CLI run. The SDK keeps each run's state in context variables, so
-runs of several stacks may be served at once.
+runtime (``pulumi.automation._server``, which ``Stack.up`` serves the same way), here for exactly
+one CLI run. The SDK keeps each run's state in context variables, so runs of several stacks may
+be served at once.
+
+It listens on a Unix socket in the run's private directory (0700), not on a loopback port: a
+port answers every process of the host, and a ``Run`` asked by any of them would run the program
+(its preflight reads the cluster, its engine calls apply) for whoever asked. The socket answers
+only its own user, that is, the engine the run started (and root).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import contextlib
 import contextvars
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -24,12 +30,18 @@ from pulumi.automation._server import LanguageServer
 from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
 from pulumi.runtime.proto import language_pb2_grpc, source_pb2
 
+from infercrane_pulumi import private_dirs
+
 # With every resource it registers, the SDK sends the Python stack that registered it, and the
 # engine keeps it in the resource's state: here about 25 frames (the program's, the SDK's,
 # asyncio's, the runtime's) as paths of the driver's machine, 2.5 KB per resource, a quarter of
 # an intent's state, read, written and kept in history by every run. A served program
 # registers every resource from the same two lines of ``program.py``, so the stack tells a
 # reader nothing: served runs send none. Other programs in the process keep the SDK's.
+SOCKET = "program.sock"
+MAX_SOCKET_PATH = 107
+SHORT_BASE = Path("/tmp")
+_SHORT = "infercrane-socket-"
 _served = contextvars.ContextVar("infercrane_served", default=False)
 _sdk_stack_trace = pulumi.runtime.resource._get_stack_trace
 
@@ -75,16 +87,27 @@ class _Runtime(LanguageServer):
 
 
 @contextlib.contextmanager
-def serving(program: Callable[[], None]) -> Iterator[tuple[str, ...]]:
-    """Serve ``program`` until the block ends; yields the CLI flags that run it."""
+def serving(program: Callable[[], None], directory: Path) -> Iterator[tuple[str, ...]]:
+    """Serve ``program`` until the block ends, on a socket in ``directory`` (private to this
+    user: the run's own); yields the CLI flags that run it."""
     pool = futures.ThreadPoolExecutor(max_workers=4)
     server = grpc.server(pool, options=_GRPC_CHANNEL_OPTIONS)
     language_pb2_grpc.add_LanguageRuntimeServicer_to_server(_Runtime(program), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    socket = directory.resolve() / SOCKET
+    own = None
+    if len(bytes(socket)) > MAX_SOCKET_PATH:
+        # A socket's path holds at most 107 bytes (sun_path), and a deep TMPDIR's run directory
+        # more: then the socket gets a private directory of its own in /tmp.
+        own = private_dirs.made(_SHORT, SHORT_BASE)
+        socket = own / SOCKET
+    address = f"unix:{socket}"
+    server.add_insecure_port(address)
     server.start()
     try:
-        yield ("--client", f"127.0.0.1:{port}", "--exec-kind", "auto.inline")
+        yield ("--client", address, "--exec-kind", "auto.inline")
     finally:
         server.stop(0)
         # Not waited for: a run the engine abandoned ends on its own thread (above).
         pool.shutdown(wait=False)
+        if own is not None:
+            private_dirs.removed(own)
