@@ -126,7 +126,8 @@ def resolved(settings: KubernetesSettings, fallback: Path | str | None) -> Kuber
                 f"set it, or give {DRIVER_KUBECONFIG}"
             )
         source = str(fallback)
-        if os.pathsep in source:
+        # Contents hold ':' on every line: only a path can name several files.
+        if not is_kubeconfig_contents(source) and os.pathsep in source:
             raise ConfigError(
                 f"{KUBERNETES_KEY}.kubeconfig: {DRIVER_KUBECONFIG} names several files "
                 f"({source}); name one, or set infercrane:kubernetes.kubeconfig"

@@ -340,3 +340,13 @@ def test_a_person_pulumi_up_runs_unless_its_environment_forces_applies(value: st
         "PULUMI_K8S_ENABLE_PATCH_FORCE=true makes pulumi-kubernetes force its applies over "
         "other field managers, which InferCrane never does: unset it",
     )
+
+
+def test_a_drivers_kubeconfig_contents_are_used_as_given_and_never_quoted() -> None:
+    """Contents hold ':' on every line: they were once refused as a list of files, the refusal
+    quoting them whole, key data included."""
+    given = kubeconfigs.resolved(settings(), samples.KUBECONFIG_CONTENTS)
+    assert given.kubeconfig == samples.KUBECONFIG_CONTENTS
+    with pytest.raises(ConfigError) as refused:
+        kubeconfigs.resolved(settings(), "/a/config:/b/config")
+    assert "/a/config:/b/config" in refused.value.problems[0]
