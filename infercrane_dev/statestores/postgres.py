@@ -3,7 +3,9 @@ the benchmarks, started like every other local service.
 
 ``initdb`` into a private directory (0700, its own OS user when run as root: PostgreSQL refuses
 to run as root), the server listening on a free 127.0.0.1 port only (no unix socket), password
-authentication (SCRAM) for every connection. ``stop`` shuts it down fast and removes the
+authentication (SCRAM) for every connection, over TLS only: a CA made for the server signs its
+certificate (for 127.0.0.1), and every client verifies it (``sslmode=verify-full``, as the
+docs ask of a real deployment). ``stop`` shuts it down fast and removes the
 directory, leaving no process or file; ``restart`` keeps the data, as a database restart does.
 Debian's ``postgresql-15`` provides the binaries (``hack/host-packages.sh`` installs it). The
 password is random per server and never leaves this object except as a parameter.
@@ -25,6 +27,7 @@ from pathlib import Path
 import psycopg
 from psycopg.rows import TupleRow
 
+from infercrane_dev.localcluster import certs
 from infercrane_dev.localcluster.ports import LOOPBACK, free_port
 from infercrane_dev.localcluster.processes import (
     ManagedProcess,
@@ -53,9 +56,15 @@ class PostgresServer:
     process: ManagedProcess | None = None
 
     @property
+    def ca(self) -> Path:
+        """The CA file a client verifies the server's certificate with."""
+        return self.directory / "tls" / "ca.crt"
+
+    @property
     def url(self) -> str:
         """The backend URL without its password (give that as ``password``, or PGPASSWORD)."""
-        return f"postgres://{SUPERUSER}@{LOOPBACK}:{self.port}/{DATABASE}?sslmode=disable"
+        tls = f"sslmode=verify-full&sslrootcert={self.ca}"
+        return f"postgres://{SUPERUSER}@{LOOPBACK}:{self.port}/{DATABASE}?{tls}"
 
     @property
     def url_with_password(self) -> str:
@@ -69,7 +78,8 @@ class PostgresServer:
             user=SUPERUSER,
             password=self.password,
             dbname=database,
-            sslmode="disable",
+            sslmode="verify-full",
+            sslrootcert=str(self.ca),
             autocommit=True,
             connect_timeout=5,
         )
@@ -82,6 +92,9 @@ class PostgresServer:
             "port": str(self.port),
             "unix_socket_directories": "",
             "max_connections": "200",
+            "ssl": "on",
+            "ssl_cert_file": str(self.directory / "tls" / "server.crt"),
+            "ssl_key_file": str(self.directory / "tls" / "server.key"),
         }
         if not self.durable:  # tests: nothing here must survive a crash of the machine
             settings |= {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
@@ -140,6 +153,11 @@ def create(*, durable: bool = False) -> PostgresServer:
         if process.popen.wait(timeout=120) != 0:
             raise PostgresUnavailable(f"initdb failed: {process.log_tail(5)}")
         password_file.unlink()
+        # TLS only: no line lets a connection in without it.
+        (directory / "data" / "pg_hba.conf").write_text(
+            f"hostssl all all {LOOPBACK}/32 scram-sha-256\n"
+        )
+        _tls(directory / "tls", owner)
         return PostgresServer(directory, free_port(), password, durable)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
@@ -154,6 +172,21 @@ def running(*, durable: bool = False) -> Iterator[PostgresServer]:
         yield server.start()
     finally:
         server.remove()
+
+
+def _tls(directory: Path, owner: pwd.struct_passwd | None) -> None:
+    """A CA of the server's own, and its certificate for loopback; the key readable by the
+    server alone (PostgreSQL refuses one others can read)."""
+    ca = certs.generate_ca("infercrane-postgres-ca")
+    served = certs.issue_serving_cert(ca, "postgres", ["localhost"], [LOOPBACK])
+    directory.mkdir(mode=0o755)
+    files = {"ca.crt": ca.cert_pem, "server.crt": served.cert_pem, "server.key": served.key_pem}
+    for name, content in files.items():
+        path = directory / name
+        path.write_bytes(content)
+        path.chmod(0o600 if name == "server.key" else 0o644)
+        if owner is not None:
+            os.chown(path, owner.pw_uid, owner.pw_gid)
 
 
 def _service_owner() -> pwd.struct_passwd | None:

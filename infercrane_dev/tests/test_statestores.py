@@ -6,7 +6,9 @@ from __future__ import annotations
 import http.client
 import os
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
+import psycopg
 import pytest
 
 from infercrane_dev.localcluster.processes import is_alive
@@ -14,7 +16,7 @@ from infercrane_dev.statestores import postgres, s3
 from infercrane_dev.toolchain import BinaryNotFoundError, find_binary
 
 
-def test_postgres_initdb_per_server_password_auth_loopback_only_and_nothing_left() -> None:
+def test_postgres_initdb_per_server_password_auth_loopback_tls_only_and_nothing_left() -> None:
     try:
         server = postgres.create()
     except postgres.PostgresUnavailable as missing:
@@ -33,6 +35,20 @@ def test_postgres_initdb_per_server_password_auth_loopback_only_and_nothing_left
             listening = admin.execute("SHOW listen_addresses").fetchone()
             sockets = admin.execute("SHOW unix_socket_directories").fetchone()
         assert (listening, sockets) == (("127.0.0.1",), ("",))
+        # Its certificate verified by its own CA (the URL says verify-full); plain text refused.
+        assert dict(parse_qsl(urlsplit(server.url).query)) == {
+            "sslmode": "verify-full",
+            "sslrootcert": str(server.ca),
+        }
+        with pytest.raises(psycopg.OperationalError, match="no encryption"):
+            psycopg.connect(
+                host="127.0.0.1",
+                port=server.port,
+                user=postgres.SUPERUSER,
+                password=server.password,
+                dbname=postgres.DATABASE,
+                sslmode="disable",
+            )
         server.restart()
         with server.connect() as admin:
             assert admin.execute("SELECT n FROM kept").fetchall() == [(1,)]

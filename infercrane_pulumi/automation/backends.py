@@ -19,6 +19,9 @@ from infercrane_pulumi.errors import ConfigError
 POSTGRES_SCHEME = "postgres"  # the only spelling Pulumi's DIY registry serves
 DEFAULT_TABLE = "pulumi_state"  # Pulumi's own default for the ``table`` parameter
 REDACTED = "***"
+# What a URL may say of TLS: libpq's and lib/pq's modes that never fall back to plain text, and
+# ``disable``, which says so. Unsaid: ``require`` (a Unix socket's host: none, it has no TLS).
+SSL_MODES = ("verify-full", "verify-ca", "require", "disable")
 # A query parameter that may carry a password (libpq's password, sslpassword): its value and
 # all after it, since an unencoded '&' or '#' in the password would end it early.
 _QUERY_SECRET = re.compile(r"([?&][^=&#]*pass[^=&#]*=).*", re.IGNORECASE | re.DOTALL)
@@ -73,6 +76,12 @@ def database(url: str) -> Database:
         problems.append(f"backend URL {shown}: no database (postgres://user@host/<database>)")
     if not _TABLE.fullmatch(query.get("table", DEFAULT_TABLE)):
         problems.append(f"backend URL {shown}: table must be an SQL identifier")
+    mode = query.get("sslmode")
+    if mode is not None and mode not in SSL_MODES:
+        problems.append(
+            f"backend URL {shown}: sslmode={mode} may send the password and the state in plain "
+            f"text; give one of {', '.join(SSL_MODES)} (disable only on purpose)"
+        )
     if problems:
         raise ConfigError(problems)
     password = None if parts.password is None else unquote(parts.password)
@@ -80,6 +89,10 @@ def database(url: str) -> Database:
         password = password or query["password"]
         kept = [(k, v) for k, v in parse_qsl(parts.query) if k != "password"]
         parts = parts._replace(query=urlencode(kept))
+    if mode is None and not (parts.hostname or query["host"]).startswith("/"):
+        # Pulumi's driver (lib/pq) requires TLS when the URL says nothing, libpq (the lease's)
+        # only prefers it and falls back to plain text: both are told to require it.
+        parts = parts._replace(query="&".join(filter(None, [parts.query, "sslmode=require"])))
     return Database(url=urlunsplit(parts._replace(netloc=_netloc(parts, None))), password=password)
 
 

@@ -60,6 +60,14 @@ def test_pulumis_table_parameter_is_not_given_to_libpq() -> None:
             "postgres://u:pw@h/db?table=x;drop",
             ["backend URL postgres://u:***@h/db?table=x;drop: table must be an SQL identifier"],
         ),
+        (
+            "postgres://u:pw@h/db?sslmode=prefer",
+            [
+                "backend URL postgres://u:***@h/db?sslmode=prefer: sslmode=prefer may send the "
+                "password and the state in plain text; give one of verify-full, verify-ca, "
+                "require, disable (disable only on purpose)"
+            ],
+        ),
     ],
 )
 def test_a_malformed_database_url_is_refused_without_its_password(
@@ -71,7 +79,25 @@ def test_a_malformed_database_url_is_refused_without_its_password(
 
 
 def test_a_unix_socket_url_names_its_host_as_a_parameter() -> None:
-    assert backends.database("postgres://u@/db?host=/run/postgresql").password is None
+    found = backends.database("postgres://u@/db?host=/run/postgresql")
+    assert (found.url, found.password) == ("postgres://u@/db?host=/run/postgresql", None)
+
+
+@pytest.mark.parametrize(
+    ("url", "used"),
+    [
+        # Unsaid: libpq (the lease's) would have preferred TLS and fallen back to plain text.
+        ("postgres://u:pw@db/state", "postgres://u@db/state?sslmode=require"),
+        ("postgres://u@db/state?table=t", "postgres://u@db/state?table=t&sslmode=require"),
+        ("postgres://u@db/state?sslmode=disable", "postgres://u@db/state?sslmode=disable"),
+        (
+            "postgres://u@db/state?sslmode=verify-full&sslrootcert=/ca.crt",
+            "postgres://u@db/state?sslmode=verify-full&sslrootcert=/ca.crt",
+        ),
+    ],
+)
+def test_tls_is_required_unless_a_url_says_otherwise(url: str, used: str) -> None:
+    assert backends.database(url).url == used
 
 
 @pytest.mark.parametrize(

@@ -239,7 +239,9 @@ def test_a_postgres_state_is_pruned_in_its_own_database_whatever_holds_its_lease
     assert store.database == Database(
         "postgres://state@db.internal/control?sslmode=require", "state-pw"
     )
-    assert found.lease_database == Database("postgres://leases@leases.internal/leases", "lease-pw")
+    assert found.lease_database == Database(
+        "postgres://leases@leases.internal/leases?sslmode=require", "lease-pw"
+    )
 
 
 def test_an_empty_passphrase_is_refused_in_one_line() -> None:
