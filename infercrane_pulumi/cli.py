@@ -195,7 +195,10 @@ def diff(args: argparse.Namespace, ctx: Context) -> views.Result:
     """The offline diff against a git base: no cluster, no Pulumi, no secrets."""
     configs = None if args.all else [Path(args.config).resolve()]
     stacks, markdown = offline_diff.diff_command(
-        base=args.base, configs=configs, repo=Path(args.project_dir)
+        base=args.base,
+        configs=configs,
+        repo=Path(args.project_dir),
+        platform=_platform_policy(args),
     )
     gate = args.policy_gate and any(stack.breaks_policy for stack in stacks)
     return views.Result(
@@ -272,6 +275,9 @@ def _policy_pack(command: argparse.ArgumentParser) -> None:
         type=Path,
         help="the pack's configuration, a JSON file of rule names (default: the rules' own)",
     )
+
+
+def _platform(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--policy",
         type=Path,
@@ -364,6 +370,7 @@ COMMANDS: tuple[Command, ...] = (
             *RUN,
             _refresh,
             _policy_pack,
+            _platform,
             _configmap,
             _format(("table", "json", "markdown"), "table"),
         ),
@@ -372,7 +379,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "up",
         "apply the stack: ownership preflight, server-side apply (never forced)",
-        (*RUN, _refresh, _policy_pack, _configmap, _every),
+        (*RUN, _refresh, _policy_pack, _platform, _configmap, _every),
         run_stack,
     ),
     Command(
@@ -390,7 +397,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "diff",
         "what a change does, per key, against a git base (offline: no cluster, no secrets)",
-        (_diff_sides, _project_dir, _format(("markdown", "json"), "markdown")),
+        (_diff_sides, _project_dir, _platform, _format(("markdown", "json"), "markdown")),
         diff,
     ),
 )

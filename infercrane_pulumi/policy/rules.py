@@ -296,9 +296,11 @@ def evaluate_rendered(
     return evaluate(config.policy, subjects, context, platform=platform)
 
 
-def evaluate_stack(config: StackConfig) -> tuple[Finding, ...]:
+def evaluate_stack(
+    config: StackConfig, platform: PolicySettings | None = None
+) -> tuple[Finding, ...]:
     """``evaluate_rendered`` over what ``config`` renders."""
-    return evaluate_rendered(render(config, stack=None))
+    return evaluate_rendered(render(config, stack=None), platform)
 
 
 def enforce(rendered: Rendered, platform: PolicySettings | None = None) -> tuple[Finding, ...]:

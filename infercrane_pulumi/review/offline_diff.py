@@ -33,7 +33,7 @@ import yaml
 from infercrane_pulumi import workloads
 from infercrane_pulumi.config_files import STACK_FILE, parse_stack_text
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import POLICY_KEY, StackConfig
+from infercrane_pulumi.intents import POLICY_KEY, PolicySettings, StackConfig
 from infercrane_pulumi.manifests import Manifest
 from infercrane_pulumi.policy.rules import Finding, evaluate_stack
 from infercrane_pulumi.review import changes, comments
@@ -48,13 +48,19 @@ Render = Callable[[str, str], list[Manifest]]  # (stack file path, its text) -> 
 
 
 def diff_command(
-    *, base: str, configs: Sequence[Path] | None, repo: Path
+    *,
+    base: str,
+    configs: Sequence[Path] | None,
+    repo: Path,
+    platform: PolicySettings | None = None,
 ) -> tuple[list[changes.StackChanges], str]:
     """Diff each stack file between ``base`` and the working tree of the repository at
     ``repo``: (each stack's change, one Markdown comment).
 
     ``configs`` are stack files (relative ones to ``repo``); None means every
-    ``Pulumi.*.yaml`` of the project's stack directory at base or at head.
+    ``Pulumi.*.yaml`` of the project's stack directory at base or at head. ``platform``: the
+    platform's policy both sides are judged by too (``--policy``), which a change to a stack
+    file's own cannot loosen.
     """
     git = open_repository(repo)
     commit = git.commit(base)
@@ -65,7 +71,7 @@ def diff_command(
         paths = _stack_files(git, commit, stack_dir)
     else:
         paths = [_relative(git.root, repo, config) for config in configs]
-    notes: list[str] = []
+    notes = [] if platform is None else ["Both sides are judged by the platform's policy too."]
     with tempfile.TemporaryDirectory(prefix="infercrane-diff-") as scratch:
         render_base: Render = _render
         if git.differs(commit, PACKAGE):
@@ -74,7 +80,14 @@ def diff_command(
             )
             render_base = _base_code_renderer(git, commit, paths, Path(scratch))
         stacks = _compare_all(
-            git, commit, paths, base=base, project=project, notes=notes, render_base=render_base
+            git,
+            commit,
+            paths,
+            base=base,
+            project=project,
+            notes=notes,
+            render_base=render_base,
+            platform=platform,
         )
     intro = (
         f"Base {comments.code(base)} ({comments.code(commit[:12])}) compared with the working "
@@ -131,6 +144,7 @@ def _compare_all(
     project: str,
     notes: Sequence[str],
     render_base: Render,
+    platform: PolicySettings | None,
 ) -> list[changes.StackChanges]:
     """Every stack compared, or one ``ConfigError`` with every problem of every side."""
     problems: list[str] = []
@@ -166,7 +180,9 @@ def _compare_all(
                 old=old,
                 new=new,
                 notes=stack_notes,
-                policy=changes.policy_findings(_findings(head_config), _findings(base_config)),
+                policy=changes.policy_findings(
+                    _findings(head_config, platform), _findings(base_config, platform)
+                ),
             )
         )
     if problems:
@@ -185,8 +201,8 @@ def _config(path: str, text: str | None) -> StackConfig | None:
         return None
 
 
-def _findings(config: StackConfig | None) -> tuple[Finding, ...]:
-    return () if config is None else evaluate_stack(config)
+def _findings(config: StackConfig | None, platform: PolicySettings | None) -> tuple[Finding, ...]:
+    return () if config is None else evaluate_stack(config, platform)
 
 
 def _head_text(file: Path, path: str) -> str | None:

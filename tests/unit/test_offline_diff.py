@@ -5,6 +5,7 @@ code, and every kind of bad input as one line naming its side."""
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,28 @@ def test_the_policy_gate_exits_5_only_on_a_new_mandatory_violation(tmp_path: Pat
     commit(repo, "the violation is at base now: kept, not new")
     write_stack(repo, [samples.replica(), flagged, samples.replica(externalKey="more")])
     assert gate("--policy-gate")[0] == EXIT_OK
+
+
+def test_a_change_that_loosens_its_own_policy_still_meets_the_platforms(tmp_path: Path) -> None:
+    """A pull request that turns its stack file's rule off, in the change that breaks it, is
+    still gated by the platform's policy (``--policy``), which the change cannot edit."""
+    repo = new_repo(tmp_path / "repo")
+    write_stack(repo, [samples.replica()])
+    commit(repo, "base")
+    platform = tmp_path / "platform.yaml"
+    platform.write_text("allowedSecrets: [infercrane-worker]\n")
+    loosened = {"allowedSecrets": ["team-hf"], "enforcement": {"secret-reference": "disabled"}}
+    hf = {"secretName": "team-hf", "key": "token"}
+    write_stack(repo, [samples.replica()], policy=loosened, hfToken=hf)
+    argv = ["diff", "--all", "--base", "HEAD", "--project-dir", str(repo), "--policy-gate"]
+    assert cli.main(argv, stdout=io.StringIO()) == EXIT_OK  # judged by its own alone
+    out = io.StringIO()
+    assert cli.main([*argv, "--policy", str(platform), "--json"], stdout=out) == EXIT_POLICY
+    [doc] = json.loads(out.getvalue())["result"]
+    assert doc["notes"][0] == "Both sides are judged by the platform's policy too."
+    assert [(f["rule"], f["enforcement"], f["status"]) for f in doc["replicas"][0]["policy"]] == [
+        ("secret-reference", "mandatory", "new")
+    ]
 
 
 def test_a_policy_edit_is_noted_and_each_side_judged_by_its_own(repo: Path) -> None:
