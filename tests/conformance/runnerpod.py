@@ -95,9 +95,17 @@ def deployment(
     return made
 
 
-def stack_document(namespace: str, replicas: list[dict[str, Any]], **settings: Any) -> str:
+def stack_document(
+    namespace: str,
+    replicas: list[dict[str, Any]],
+    *,
+    policy: dict[str, Any] | None = None,
+    **settings: Any,
+) -> str:
     kubernetes = {"context": IN_CLUSTER_CONTEXT, "namespace": namespace} | settings
     config = {"infercrane:kubernetes": kubernetes, "infercrane:replicas": replicas}
+    if policy is not None:
+        config["infercrane:policy"] = policy
     return yaml.safe_dump({"config": config})
 
 
@@ -112,6 +120,7 @@ class Runner:
     every: str = PERIOD_SECONDS
     events: bool = False
     state_url: str = STATE_URL
+    state_ca: bytes = b""  # the state database's CA, the Secret's ``ca.crt`` (none: no file)
     token_seconds: int | None = None  # the projected token's life (None: the automounted one)
     spread: bool = False  # each replica on a node of its own
 
@@ -129,7 +138,8 @@ class Runner:
             self.namespace,
             client.V1Secret(
                 metadata=meta("infercrane-runner-state"),
-                string_data={"backend-url": self.state_url, "passphrase": passphrase},
+                string_data={"backend-url": self.state_url, "passphrase": passphrase}
+                | ({"ca.crt": self.state_ca.decode()} if self.state_ca else {}),
             ),
         )
         core.create_namespaced_config_map(

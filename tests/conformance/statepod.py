@@ -3,8 +3,10 @@ cluster (the image: ``infercrane_dev/images/postgres.py``).
 
 An init container runs ``initdb`` into an empty volume (the superuser's password from a Secret,
 SCRAM for every connection), then ``postgres`` listens on every address with one ``pg_hba``
-line: password authentication, from anywhere in the cluster. The data lives as long as the Pod:
-a test's state, not a database to keep.
+line: password authentication over TLS, from anywhere in the cluster. Its certificate, for the
+Service's name and address, is signed by a CA made for it, which the runners verify
+(``sslmode=verify-full``, the CA in their state Secret). The data lives as long as the Pod: a
+test's state, not a database to keep.
 """
 
 from __future__ import annotations
@@ -17,14 +19,23 @@ from typing import Any
 from kubernetes import client
 
 from infercrane_dev.images.postgres import BIN, DATA
+from infercrane_dev.localcluster import certs
 from tests.conformance.harness import wait_for
-from tests.conformance.runnerpod import GPU_TOLERATION
+from tests.conformance.runnerpod import GPU_TOLERATION, shipped
 
 NAME = "infercrane-state"
 USER = "infercrane"
 DATABASE = "postgres"
 PORT = 5432
 _PGDATA = f"{DATA}/data/pgdata"
+_SECRET_DIR = "/etc/infercrane-state-db"
+# Where the shipped runner reads its state's CA (the optional ``ca.crt`` of its state Secret).
+[_CA_MOUNT] = [
+    mount["mountPath"]
+    for mount in shipped("Deployment")["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    if mount["name"] == "state-ca"
+]
+RUNNER_CA = f"{_CA_MOUNT}/ca.crt"
 _HARDENED = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -36,19 +47,21 @@ def _deployment(namespace: str, image: str) -> dict[str, Any]:
     labels = {"app.kubernetes.io/name": NAME}
     mounts = [
         {"name": "data", "mountPath": f"{DATA}/data"},
-        {"name": "secret", "mountPath": "/etc/infercrane-state-db", "readOnly": True},
+        {"name": "secret", "mountPath": _SECRET_DIR, "readOnly": True},
         {"name": "hba", "mountPath": "/etc/infercrane-state-hba", "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
     initdb = [
         f"{BIN}/initdb",
-        *("-D", _PGDATA, "-U", USER, "--pwfile=/etc/infercrane-state-db/password"),
+        *("-D", _PGDATA, "-U", USER, f"--pwfile={_SECRET_DIR}/password"),
         *("--auth=scram-sha-256", "--encoding=UTF8", "--locale=C"),
     ]
     server = [
         f"{BIN}/postgres",
         *("-D", _PGDATA, "-c", "listen_addresses=*", "-c", "unix_socket_directories=/tmp"),
         *("-c", "hba_file=/etc/infercrane-state-hba/pg_hba.conf", "-c", "jit=off"),
+        *("-c", "ssl=on", "-c", f"ssl_cert_file={_SECRET_DIR}/tls.crt"),
+        *("-c", f"ssl_key_file={_SECRET_DIR}/tls.key"),
     ]
     resources = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
     return {
@@ -89,7 +102,9 @@ def _deployment(namespace: str, image: str) -> dict[str, Any]:
                     "volumes": [
                         {"name": "data", "emptyDir": {}},
                         {"name": "tmp", "emptyDir": {}},
-                        {"name": "secret", "secret": {"secretName": NAME}},
+                        # Owned by root, readable by the fsGroup: the key's mode PostgreSQL
+                        # accepts from a file it does not own.
+                        {"name": "secret", "secret": {"secretName": NAME, "defaultMode": 0o640}},
                         {"name": "hba", "configMap": {"name": NAME}},
                     ],
                 },
@@ -103,6 +118,7 @@ class StatePod:
     api: client.ApiClient
     namespace: str
     password: str = ""
+    ca: bytes = b""  # the CA that signed the server's certificate
     # The Service's ClusterIP in the URL rather than its name: no cluster DNS on the way (its
     # Pods run on the node whose kubelet a test stops).
     by_address: bool = False
@@ -115,19 +131,13 @@ class StatePod:
         if self.by_address:
             found = client.CoreV1Api(self.api).read_namespaced_service(NAME, self.namespace)
             host = str(found.spec.cluster_ip) if found.spec else host
-        return f"postgres://{USER}:{self.password}@{host}:{PORT}/{DATABASE}?sslmode=disable"
+        tls = f"sslmode=verify-full&sslrootcert={RUNNER_CA}"
+        return f"postgres://{USER}:{self.password}@{host}:{PORT}/{DATABASE}?{tls}"
 
     def start(self, image: str, labels: Mapping[str, str]) -> None:
         self.password = secrets.token_hex(16)
         core = client.CoreV1Api(self.api)
         meta = client.V1ObjectMeta(name=NAME, namespace=self.namespace, labels=dict(labels))
-        core.create_namespaced_secret(
-            self.namespace, client.V1Secret(metadata=meta, string_data={"password": self.password})
-        )
-        hba = "host all all all scram-sha-256\n"
-        core.create_namespaced_config_map(
-            self.namespace, client.V1ConfigMap(metadata=meta, data={"pg_hba.conf": hba})
-        )
         service = client.V1Service(
             metadata=meta,
             spec=client.V1ServiceSpec(
@@ -135,7 +145,21 @@ class StatePod:
                 ports=[client.V1ServicePort(name="postgres", port=PORT, target_port=PORT)],
             ),
         )
-        core.create_namespaced_service(self.namespace, service)
+        made_service: Any = core.create_namespaced_service(self.namespace, service)
+        ca = certs.generate_ca("infercrane-state-ca")
+        host = f"{NAME}.{self.namespace}.svc"
+        address = str(made_service.spec.cluster_ip)
+        served = certs.issue_serving_cert(ca, NAME, [host, f"{host}.cluster.local"], [address])
+        self.ca = ca.cert_pem
+        tls = {"tls.crt": served.cert_pem.decode(), "tls.key": served.key_pem.decode()}
+        core.create_namespaced_secret(
+            self.namespace,
+            client.V1Secret(metadata=meta, string_data={"password": self.password} | tls),
+        )
+        hba = "hostssl all all all scram-sha-256\n"  # TLS only
+        core.create_namespaced_config_map(
+            self.namespace, client.V1ConfigMap(metadata=meta, data={"pg_hba.conf": hba})
+        )
         made: Any = _deployment(self.namespace, image)
         made["metadata"]["labels"] = dict(labels)
         apps = client.AppsV1Api(self.api)

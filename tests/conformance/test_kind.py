@@ -210,6 +210,44 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
     assert _changes(runner.run_after(1)) == [("runner-r0", "same"), ("runner-r1", "delete")]
     assert _applied_keys(admin_client, namespace) == ["runner-r0"]
 
+    # Issue 60: a stack file that would hand a Pod the runner's own Secret (its state's
+    # password), whatever its own policy says, or name the worker key as a model: each
+    # refused in one line by the shipped runner (its platform policy, as shipped), and the
+    # replica left as it was.
+    kept = _owned_uids(admin_client, namespace)
+    own_secret = stack_document(
+        namespace,
+        intents[:1],
+        policy={"enforcement": {"secret-reference": "disabled"}},  # its own, turned off
+        **settings,
+        workerSecretName="infercrane-runner-state",
+    )
+    named_key = [replica("runner-r0", gpu=real_node.product, model="$(VLLM_API_KEY)")]
+    for seen, document, code, problem in [
+        (
+            2,
+            own_secret,
+            "policy-violation",
+            "runner-r0: Secret infercrane-runner-state is the runner's own, never a replica's",
+        ),
+        (
+            3,
+            stack_document(namespace, named_key, **settings),
+            "invalid-config",
+            "infercrane:replicas[0].model: references $(VLLM_API_KEY); the worker credential "
+            "reaches the runtime only through its environment",
+        ),
+    ]:
+        runner.write(document)
+        envelope = runner.run_after(seen)
+        assert (envelope["ok"], envelope["error"]) == (
+            False,
+            {"code": code, "retryable": False, "problems": [problem]},
+        )
+        assert _owned_uids(admin_client, namespace) == kept
+    runner.write(stack_document(namespace, intents[:1], **settings))  # the file made good
+    assert _changes(runner.run_after(4)) == [("runner-r0", "same")]
+
     done = runner.cli("destroy")
     assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stdout + done.stderr
     assert _applied_keys(admin_client, namespace) == []
@@ -298,6 +336,7 @@ def _two_runners_on_postgresql(
         every=every,
         events=events,
         state_url=state.url,
+        state_ca=state.ca,
         spread=spread,
     )
 

@@ -222,6 +222,7 @@ def test_the_runner_runs_as_the_shipped_account_hardened_and_digest_pinned() -> 
     assert {v["name"]: sorted(set(v) - {"name"}) for v in pod["volumes"]} == {
         "stack": ["configMap"],
         "state": ["secret"],
+        "state-ca": ["secret"],
         "policy": ["configMap"],
         "pulumi-home": ["emptyDir"],
         "tmp": ["emptyDir"],
