@@ -35,11 +35,11 @@ class Outcome:
     policy: tuple[auto.PolicyEvent, ...] = ()  # what the policy packs reported
 
 
+# A run's private directory: its event log, and its TMPDIR (``operate``).
+RUN_DIR_PREFIX = "infercrane-run-"
 # The file backend's CLI reads every other lock of the stack before it runs: one whose holder
 # released it between the listing and the read fails the run with the blob's NotFound, where a
 # moment earlier it would have said "locked" (pulumi/pkg/backend/diy/lock.go, checkForLock).
-# A run's private directory: its event log, and its TMPDIR (``operate``).
-RUN_DIR_PREFIX = "infercrane-run-"
 _VANISHED_LOCK = re.compile(r'blob \(key "[^"]*\.pulumi/locks/[^"]*"\) \(code=NotFound\)')
 
 

@@ -32,16 +32,17 @@ from pulumi.runtime.proto import language_pb2_grpc, source_pb2
 
 from infercrane_pulumi import private_dirs
 
+SOCKET = "program.sock"  # in the run's private directory
+MAX_SOCKET_PATH = 107  # bytes of a Unix socket's path (sun_path, its NUL aside)
+SHORT_BASE = Path("/tmp")  # where a socket goes when the run's directory is too deep
+_SHORT = "infercrane-socket-"
+
 # With every resource it registers, the SDK sends the Python stack that registered it, and the
 # engine keeps it in the resource's state: here about 25 frames (the program's, the SDK's,
 # asyncio's, the runtime's) as paths of the driver's machine, 2.5 KB per resource, a quarter of
 # an intent's state, read, written and kept in history by every run. A served program
 # registers every resource from the same two lines of ``program.py``, so the stack tells a
 # reader nothing: served runs send none. Other programs in the process keep the SDK's.
-SOCKET = "program.sock"
-MAX_SOCKET_PATH = 107
-SHORT_BASE = Path("/tmp")
-_SHORT = "infercrane-socket-"
 _served = contextvars.ContextVar("infercrane_served", default=False)
 _sdk_stack_trace = pulumi.runtime.resource._get_stack_trace
 
