@@ -77,6 +77,7 @@ def test_advisory_findings_are_the_engines_and_match_the_offline_diff(
         "gpuProducts": ["NVIDIA-A100"],
         "gpuBudget": 1,
         "podSecurity": "restricted",
+        "allowedSecrets": ["hf-token"],
     }
     replicas = [replica("pack-a", runtimeArgs=["--trust-remote-code"]), replica("pack-b")]
     # The stack's own policy: the same limits, every rule advisory.
