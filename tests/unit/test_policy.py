@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, get_args
 
@@ -366,3 +367,10 @@ def test_a_platform_policy_file_is_refused_one_line_per_problem(tmp_path: Path) 
         assert list(refused.value.problems) == problems
     path.write_text("allowedSecrets: [infercrane-worker]\n")
     assert load_policy_file(path) == PolicySettings(allowed_secrets=("infercrane-worker",))
+
+
+@pytest.mark.parametrize("schema", ["diff.schema.json", "envelope.schema.json"])
+def test_every_rule_is_one_the_json_schemas_name(schema: str) -> None:
+    """A finding's rule in the JSON the CLI prints: a new rule once printed outside its enum."""
+    document = json.loads((ROOT / "infercrane_pulumi" / "schemas" / schema).read_text())
+    assert document["$defs"]["finding"]["properties"]["rule"]["enum"] == list(get_args(RuleId))
