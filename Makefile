@@ -15,7 +15,7 @@ export PULUMI_SKIP_UPDATE_CHECK := true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 
-.PHONY: demo test unit lint fmt tools base-tools venv policy-venv docs-venv docs clean host-packages
+.PHONY: demo test unit lint fmt runner-lock tools base-tools venv policy-venv docs-venv docs clean host-packages
 
 ## demo: build/reuse the toolchain, start a disposable control plane, run a real `pulumi up`
 ## (BACKEND=postgres: the state and the stack's lease in a throwaway PostgreSQL)
@@ -104,6 +104,11 @@ lint: venv base-tools $(CHECKOV_VENV)/.installed docs
 fmt: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+## runner-lock: write the runner image's hash lock again (infercrane_dev/images/
+## runner-requirements.txt) after constraints.txt changes; make test says when it is stale
+runner-lock: venv
+	$(PY) -m infercrane_dev.images.wheel_lock
 
 ## host-packages: the pinned Debian packages a real node needs (runc, iptables, nftables);
 ## installs only what is missing, and only as root on Debian 12

@@ -2,9 +2,10 @@
 
 It holds Debian 12's Python 3.11 (pinned ``.deb`` files, :mod:`.debs`: the interpreter, its
 standard library, and the system libraries it and the wheels link), this checkout's wheel with
-the exact pins of ``constraints.txt`` (``pip install --target`` of binary wheels for CPython 3.11
-on manylinux, whatever the host's Python), and the Pulumi CLI, the Python language host and the
-pulumi-kubernetes plugin from the tools bin dir. No shell, no package manager.
+its runtime set as the hash lock names it (:mod:`.wheel_lock`: ``pip install --require-hashes
+--target`` of binary wheels for CPython 3.11 on manylinux, whatever the host's Python), and
+the Pulumi CLI, the Python language host and the pulumi-kubernetes plugin from the tools bin
+dir. No shell, no package manager.
 
 - It runs as ``65532:65532`` (``runner``) and writes nothing in its own files: a Pod gives it a
   writable ``/tmp`` (the runs' workspaces, Python's bytecode cache at ``PYTHONPYCACHEPREFIX``)
@@ -23,8 +24,6 @@ pulumi-kubernetes plugin from the tools bin dir. No shell, no package manager.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import tempfile
 from importlib.metadata import version
 from pathlib import Path
@@ -32,7 +31,7 @@ from pathlib import Path
 from infercrane_pulumi.components import PLUGIN_VERSION
 
 from . import debian
-from .build import BuiltImage, ImageBuildError, Sources, build_image
+from .build import BuiltImage, Sources, build_image
 from .catalog import (
     ACCOUNT_ID,
     ROOTFS,
@@ -46,16 +45,13 @@ from .catalog import (
     account,
 )
 from .debs import fetch
+from .wheel_lock import PIP, PYTHON_ABI, WHEEL_PLATFORMS, build_wheel, lock_path, run, sha256
 
 REPOSITORY = "infercrane.local/infercrane/runner"
 USER = f"{ACCOUNT_ID}:{ACCOUNT_ID}"
 PULUMI_HOME = "/home/runner/.pulumi"
 PLUGIN_FILE = f"/usr/local/lib/infercrane/pulumi-resource-kubernetes-v{PLUGIN_VERSION}"
 _SITE = "usr/lib/python3/dist-packages"  # where Debian's python3.11 looks for packages
-_PYTHON_ABI = ("--implementation", "cp", "--python-version", "3.11", "--abi", "cp311")
-_WHEEL_PLATFORMS = tuple(
-    f"--platform=manylinux{tag}_x86_64" for tag in ("_2_36", "_2_28", "_2_17", "2014")
-)
 
 # Debian 12's python3.11 and the libraries its extension modules and the wheels link against
 # (readelf NEEDED, mapped by dpkg -S); readline, curses, dbm, sqlite and NIS are left out, so
@@ -116,26 +112,30 @@ SPEC = ImageSpec(
 
 
 def site_packages(checkout: Path, target: Path) -> None:
-    """``target`` holds this checkout's wheel and its dependencies at the exact pins, as binary
-    wheels for CPython 3.11 on x86_64 Linux, without scripts or bytecode (so that it is the same
-    bytes whichever host built it)."""
-    with tempfile.TemporaryDirectory(prefix="infercrane-runner-wheel-") as wheels:
-        pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
-        _run([*pip, "wheel", "--no-deps", "--wheel-dir", wheels, str(checkout)], "pip wheel")
-        [wheel] = Path(wheels).glob("*.whl")
-        _run(
+    """``target`` holds this checkout's wheel and its dependencies as the checkout's lock
+    (:mod:`.wheel_lock`) names them, every wheel checked against its hash, without scripts or
+    bytecode (so that it is the same bytes whichever host built it)."""
+    with tempfile.TemporaryDirectory(prefix="infercrane-runner-wheel-") as work:
+        wheel = build_wheel(checkout, Path(work))
+        requirements = Path(work) / "requirements.txt"
+        requirements.write_text(
+            lock_path(checkout).read_text(encoding="utf-8")
+            + f"{wheel} --hash=sha256:{sha256(wheel)}\n",
+            encoding="utf-8",
+        )
+        run(
             [
-                *pip,
+                *PIP,
                 "install",
                 "--no-compile",
+                "--require-hashes",
                 "--only-binary=:all:",
-                *_PYTHON_ABI,
-                *_WHEEL_PLATFORMS,
+                *PYTHON_ABI,
+                *WHEEL_PLATFORMS,
                 "--target",
                 str(target),
-                "-c",
-                str(checkout / "constraints.txt"),
-                str(wheel),
+                "-r",
+                str(requirements),
             ],
             "pip install --target",
         )
@@ -147,13 +147,6 @@ def site_packages(checkout: Path, target: Path) -> None:
         lines = record.read_text(encoding="utf-8").splitlines(keepends=True)
         name = f"{direct_url.parent.name}/{direct_url.name},"
         record.write_text("".join(x for x in lines if not x.startswith(name)), encoding="utf-8")
-
-
-def _run(argv: list[str], what: str) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ImageBuildError(f"runner image: {what} failed: {last}")
 
 
 def build_runner(bin_dir: Path, checkout: Path, *, out_dir: Path, deb_cache: Path) -> BuiltImage:
