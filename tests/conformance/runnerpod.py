@@ -12,6 +12,7 @@ of the projected token).
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -186,7 +187,12 @@ class Runner:
             "infercrane-stack", self.namespace, {"data": {key: document}}
         )
         path = f"{PROJECT_DIR}/stacks/{key}"
-        seen = f"import sys; sys.exit(open({path!r}).read() != {document!r})"
+        # By its hash: a document of 1 MiB is longer than one argument may be (128 KiB).
+        digest = hashlib.sha256(document.encode()).hexdigest()
+        seen = (
+            "import hashlib, sys; "
+            f"sys.exit(hashlib.sha256(open({path!r}, 'rb').read()).hexdigest() != {digest!r})"
+        )
         until(lambda: self.exec("python3", "-c", seen).returncode == 0, f"{key} in the Pod", 90)
 
     def pods(self) -> list[str]:

@@ -45,14 +45,14 @@ from infercrane_dev.tests import hostsnapshot
 from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi import naming
 from infercrane_pulumi.cluster.observe import ReplicaObservation
-from infercrane_pulumi.intents import REPLICAS_KEY
+from infercrane_pulumi.intents import MAX_INTENTS, REPLICAS_KEY
 from infercrane_pulumi.kubeconfigs import SERVICE_ACCOUNT_DIR
 from tests.conformance import test_lifecycle as lifecycle
 from tests.conformance import test_ownership as ownership
 from tests.conformance import test_real_node as real_node_scenarios
 from tests.conformance.backends import Backend, Tenant, open_backend
 from tests.conformance.harness import replica, show, unavailable, wait_for
-from tests.conformance.ledger import RunLedger
+from tests.conformance.ledger import RunLedger, read_raw
 from tests.conformance.realnode import RealNode
 from tests.conformance.runnerpod import PROJECT_DIR, Runner, stack_document, until
 from tests.conformance.statepod import StatePod
@@ -177,12 +177,79 @@ def _changes(envelope: dict[str, Any]) -> list[tuple[str, str]]:
     return sorted((r["externalKey"], r["change"]) for r in envelope["result"]["replicas"])
 
 
+# Ten values, each list ten times the one before: 10^8 values once expanded, in 400 bytes.
+ALIAS_BOMB = "".join(
+    f"  bomb{i}: &bomb{i} [{', '.join([f'*bomb{i - 1}' if i else 'x'] * 10)}]\n" for i in range(8)
+)
+CONFIGMAP_BYTES = 1 << 20  # what the API server lets a ConfigMap's data hold
+
+
+@dataclass(frozen=True)
+class _Bulk:
+    text: str
+    intents: int
+
+
+def _bulk_document(namespace: str, gpu: str, settings: dict[str, Any]) -> _Bulk:
+    """A stack file of as many valid intents as fit a ConfigMap, just under 1 MiB."""
+    count, text = 0, ""
+    while True:
+        grown = [replica(f"bulk-{i:05d}", gpu=gpu) for i in range(count + 500)]
+        bigger = stack_document(namespace, grown, **settings)
+        if len(bigger.encode()) > CONFIGMAP_BYTES - 4096:  # room for the other keys
+            return _Bulk(text, count)
+        count, text = len(grown), bigger
+
+
+def _runner_container(
+    admin_client: client.ApiClient, namespace: str, pod: str
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``pod``'s node, and its runner container's spec and status, read as admin."""
+    found = read_raw(
+        functools.partial(client.CoreV1Api(admin_client).read_namespaced_pod, namespace=namespace),
+        pod,
+    )
+    assert found is not None, pod
+    [spec] = [c for c in found["spec"]["containers"] if c["name"] == "runner"]
+    [status] = [c for c in found["status"]["containerStatuses"] if c["name"] == "runner"]
+    return found["spec"]["nodeName"], spec, status
+
+
+def _restarts(admin_client: client.ApiClient, namespace: str, pod: str) -> int:
+    return int(_runner_container(admin_client, namespace, pod)[2]["restartCount"])
+
+
+def _memory_limit(admin_client: client.ApiClient, namespace: str, pod: str) -> int:
+    """The runner container's memory limit in bytes (the shipped ``1Gi``)."""
+    quantity = _runner_container(admin_client, namespace, pod)[1]["resources"]["limits"]["memory"]
+    assert quantity.endswith("Gi"), quantity
+    return int(quantity.removesuffix("Gi")) << 30
+
+
+def _runner_memory_peak(
+    kind_cluster: KindRuntime, admin_client: client.ApiClient, runner: Runner, *, reset: bool
+) -> int:
+    """The runner container's memory high-water mark in bytes, as its memory cgroup counts it
+    against the limit (cgroup v1, the kernel's ``memory.max_usage_in_bytes``, read on its
+    node); ``reset`` starts it again from what the container holds now."""
+    node, _, status = _runner_container(admin_client, runner.namespace, runner.pod())
+    container = status["containerID"].partition("://")[2]
+    peak = '"$d/memory.max_usage_in_bytes"'
+    script = (
+        f"d=$(find /sys/fs/cgroup/memory -type d -name '*{container}*' | head -n 1); "
+        f'test -n "$d" && {f"echo 0 > {peak} && " if reset else ""}cat {peak}'
+    )
+    return int(kind_cluster.docker.exec(node, ["sh", "-c", script]))
+
+
 def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
     kind_cluster: KindRuntime,
     observing_tenant: Tenant,
     real_node: RealNode,
     admin_client: client.ApiClient,
     ledger: RunLedger,
+    *,
+    pytestconfig: pytest.Config,
 ) -> None:
     """The runner image in the shipped Deployment, as ``infercrane-control-plane`` (the Pod's
     own projected token: no kubeconfig anywhere): two intents applied and ``ready``, one
@@ -223,6 +290,10 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
         workerSecretName="infercrane-runner-state",
     )
     named_key = [replica("runner-r0", gpu=real_node.product, model="$(VLLM_API_KEY)")]
+    bulk = _bulk_document(namespace, real_node.product, settings)
+    source = f"ConfigMap/{namespace}/infercrane-stack"
+    pod = runner.pod()
+    peaks = []
     for seen, document, code, problem in [
         (
             2,
@@ -237,7 +308,24 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
             "infercrane:replicas[0].model: references $(VLLM_API_KEY); the worker credential "
             "reaches the runtime only through its environment",
         ),
+        # Bounds: a ConfigMap of 1 MiB of intents, and one whose aliases would expand
+        # to 10^8 values, each refused before anything is rendered.
+        (
+            4,
+            bulk.text,
+            "invalid-config",
+            f"infercrane:replicas: Tuple should have at most {MAX_INTENTS} items after "
+            f"validation, not {bulk.intents}",
+        ),
+        (
+            5,
+            stack_document(namespace, intents[:1], **settings) + ALIAS_BOMB,
+            "invalid-config",
+            f"{source}: expands to more than 1,000,000 values (YAML aliases?); write each "
+            "value out",
+        ),
     ]:
+        _runner_memory_peak(kind_cluster, admin_client, runner, reset=True)
         runner.write(document)
         envelope = runner.run_after(seen)
         assert (envelope["ok"], envelope["error"]) == (
@@ -245,8 +333,25 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
             {"code": code, "retryable": False, "problems": [problem]},
         )
         assert _owned_uids(admin_client, namespace) == kept
+        peaks.append(_runner_memory_peak(kind_cluster, admin_client, runner, reset=False))
+    # The runner lived through them all, in its limit: the same Pod, never restarted.
+    limit = _memory_limit(admin_client, namespace, pod)
+    assert (runner.pod(), _restarts(admin_client, namespace, pod)) == (pod, 0)
+    assert max(peaks) < limit
+    show(
+        pytestconfig,
+        f"runner memory peak (its container's cgroup, limit {limit >> 20} MiB): "
+        + ", ".join(
+            f"{what} {peak / 2**20:.0f} MiB"
+            for what, peak in zip(
+                ["own Secret", "$(VLLM_API_KEY)", f"{len(bulk.text) >> 10} KiB", "aliases"],
+                peaks,
+                strict=True,
+            )
+        ),
+    )
     runner.write(stack_document(namespace, intents[:1], **settings))  # the file made good
-    assert _changes(runner.run_after(4)) == [("runner-r0", "same")]
+    assert _changes(runner.run_after(6)) == [("runner-r0", "same")]
 
     done = runner.cli("destroy")
     assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stdout + done.stderr
