@@ -12,6 +12,7 @@ lines on a terminal, else nothing.
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib.metadata
 import json
 import os
@@ -34,12 +35,15 @@ from infercrane_pulumi.automation import (
     run_stack_file,
 )
 from infercrane_pulumi.automation.environment import pulumi_paths
-from infercrane_pulumi.cluster import client, doctor
+from infercrane_pulumi.automation.stackfiles import stack_name
+from infercrane_pulumi.cluster import client, doctor, runstatus
 from infercrane_pulumi.components import PLUGIN_VERSION
 from infercrane_pulumi.config_files import (
     QUIET_SECONDS,
     load_policy_file,
     load_stack_file,
+    parse_stack_settings,
+    read_settled,
     stack_file,
 )
 from infercrane_pulumi.errors import (
@@ -298,6 +302,16 @@ def _configmap(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _status(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--status-configmap",
+        metavar="NAME",
+        help="after each run, write what it did to ConfigMap NAME of the stack's namespace "
+        "(server-side apply, never forced): the stack file's version it applied, each key's "
+        "change, the last error (cluster/runstatus.py). Needs `get` and `patch` on it",
+    )
+
+
 def _every(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--every",
@@ -379,7 +393,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "up",
         "apply the stack: ownership preflight, server-side apply (never forced)",
-        (*RUN, _refresh, _policy_pack, _platform, _configmap, _every),
+        (*RUN, _refresh, _policy_pack, _platform, _configmap, _status, _every),
         run_stack,
     ),
     Command(
@@ -456,17 +470,47 @@ def _once(args: argparse.Namespace, ctx: Context, stdout: TextIO) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as caught:  # every failure ends as one classified error, never a traceback
-        error = (
-            caught
-            if isinstance(caught, InferCraneError)
-            else InternalError.of(caught, where=args.command)
-        )
+        error = _classified(caught, where=args.command)
         out = stdout if as_json else ctx.stderr
         views.emit_error(error, command=args.command, as_json=as_json, out=out)
         out.flush()
+        _report(args, ctx, views.error_envelope(error, command=args.command))
         return EXIT_CODES[error.code]
     views.emit(result, as_json=as_json, out=stdout)
     stdout.flush()
+    _report(args, ctx, views.envelope(result))
     if result.exit_code is not None:
         return result.exit_code
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _report(args: argparse.Namespace, ctx: Context, envelope: Mapping[str, Any]) -> None:
+    """With ``--status-configmap``: the run's envelope in its status object. A status that
+    cannot be written changes no exit code (the run's outcome is the run's); it is said in
+    one line on stderr, and the next run writes it again."""
+    name = getattr(args, "status_configmap", None)
+    if name is None:
+        return
+    path = _stack_file(args)
+    finished_at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        settings = parse_stack_settings(read_settled(path), source=str(path))
+        cluster = ctx.connect(
+            kubeconfigs.resolved(settings, kubeconfigs.from_environment(ctx.environ))
+        )
+        runstatus.publish(
+            cluster,
+            settings.namespace,
+            name,
+            stack=stack_name(path),
+            envelope=envelope,
+            finished_at=finished_at,
+        )
+    except Exception as caught:  # the loop goes on whatever happened here
+        error = _classified(caught, where=f"{args.command} status")
+        ctx.stderr.write(f"{args.command}: status not written: {error.code}: {error}\n")
+        ctx.stderr.flush()
+
+
+def _classified(caught: Exception, *, where: str) -> InferCraneError:
+    return caught if isinstance(caught, InferCraneError) else InternalError.of(caught, where=where)

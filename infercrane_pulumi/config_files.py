@@ -17,7 +17,11 @@ from typing import Any
 import yaml
 
 from infercrane_pulumi import naming
-from infercrane_pulumi.config_rules import parse_policy, parse_stack_section
+from infercrane_pulumi.config_rules import (
+    parse_kubernetes_section,
+    parse_policy,
+    parse_stack_section,
+)
 from infercrane_pulumi.errors import ConfigError, StaleDesiredStateError
 from infercrane_pulumi.intents import (
     ALLOW_EMPTY_KEY,
@@ -25,6 +29,7 @@ from infercrane_pulumi.intents import (
     POLICY_KEY,
     REPLICAS_KEY,
     SET_KUBECONFIG_SECRET,
+    KubernetesSettings,
     PolicySettings,
     StackConfig,
 )
@@ -138,6 +143,17 @@ def _values(document: Any) -> int:
 def parse_stack_text(text: str, *, source: str) -> StackConfig:
     """Validate a stack file's text wherever it came from (a file, a git revision);
     ``source`` names it in the problems that concern the whole document."""
+    section = _config_section(text, source=source)
+    return parse_stack_section({**section, KUBERNETES_KEY: _readable_settings(section)})
+
+
+def parse_stack_settings(text: str, *, source: str) -> KubernetesSettings:
+    """A stack file's ``infercrane:kubernetes`` alone, validated as ``parse_stack_text`` does,
+    whatever the rest of the file holds."""
+    return parse_kubernetes_section(_readable_settings(_config_section(text, source=source)))
+
+
+def _config_section(text: str, *, source: str) -> Mapping[str, Any]:
     try:
         document = load_document(text)
     except yaml.YAMLError as error:
@@ -156,6 +172,13 @@ def parse_stack_text(text: str, *, source: str) -> StackConfig:
     section = document.get("config") if isinstance(document, Mapping) else None
     if not isinstance(section, Mapping):
         raise ConfigError([f"{source}: has no 'config' mapping"])
+    return section
+
+
+def _readable_settings(section: Mapping[str, Any]) -> Any:
+    """``infercrane:kubernetes`` as this process may read it: contents in plain text refused,
+    an encrypted (``secure:``) kubeconfig left out, Pulumi's to decrypt at run time (readers
+    of the file alone, such as render, doctor and inspect, use KUBECONFIG instead)."""
     kubernetes = section.get(KUBERNETES_KEY)
     # A `secure:` value is a mapping here: only a string can be contents in plain text.
     plain = plain_kubeconfig_problems(kubernetes, secret=False)
@@ -163,10 +186,8 @@ def parse_stack_text(text: str, *, source: str) -> StackConfig:
         raise ConfigError(plain)
     kubeconfig = kubernetes.get("kubeconfig") if isinstance(kubernetes, Mapping) else None
     if isinstance(kubernetes, Mapping) and isinstance(kubeconfig, Mapping):
-        # An encrypted (`secure:`) kubeconfig is Pulumi's to decrypt at run time; readers of
-        # the file alone (render, doctor, inspect) use KUBECONFIG instead.
-        kubernetes = {k: v for k, v in kubernetes.items() if k != "kubeconfig"}
-    return parse_stack_section({**section, KUBERNETES_KEY: kubernetes})
+        return {k: v for k, v in kubernetes.items() if k != "kubeconfig"}
+    return kubernetes
 
 
 def plain_kubeconfig_problems(kubernetes: Any, *, secret: bool) -> list[str]:

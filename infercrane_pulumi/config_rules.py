@@ -117,6 +117,20 @@ def parse_stack_config(
     return config
 
 
+def parse_kubernetes_section(kubernetes: Any) -> KubernetesSettings:
+    """``infercrane:kubernetes`` alone, judged as in a whole stack file: where a report about a
+    file whose other keys may be refused reaches its cluster (``cluster.runstatus``)."""
+    try:
+        settings = KubernetesSettings.model_validate(kubernetes)
+    except ValidationError as error:
+        located = ({**item, "loc": ("kubernetes", *item["loc"])} for item in error.errors())
+        raise ConfigError([_describe(item) for item in located]) from error
+    problems = _context_problems(settings)
+    if problems:
+        raise ConfigError(problems)
+    return settings
+
+
 def parse_policy(document: Any, *, source: str) -> PolicySettings:
     """A platform's policy (``infercrane:policy``'s keys, given apart from the stack file:
     ``--policy``), validated; raise one ``ConfigError`` naming every problem under

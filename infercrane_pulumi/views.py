@@ -43,10 +43,21 @@ class Result:
     exit_code: int | None = None  # None: ``ok`` decides (``diff --policy-gate`` sets its own)
 
 
+def envelope(result: Result) -> dict[str, Any]:
+    """``result`` as ``--json`` prints it (``schemas/envelope.schema.json``)."""
+    head = {"apiVersion": ENVELOPE_VERSION, "command": result.command, "ok": result.ok}
+    return head | {"result": result.data}
+
+
+def error_envelope(error: InferCraneError, *, command: str) -> dict[str, Any]:
+    """``error`` of ``command`` as ``--json`` prints it."""
+    head = {"apiVersion": ENVELOPE_VERSION, "command": command, "ok": False}
+    return head | {"error": error.to_record()}
+
+
 def emit(result: Result, *, as_json: bool, out: TextIO) -> None:
     if as_json:
-        envelope = {"apiVersion": ENVELOPE_VERSION, "command": result.command, "ok": result.ok}
-        out.write(json.dumps(envelope | {"result": result.data}, sort_keys=True) + "\n")
+        out.write(json.dumps(envelope(result), sort_keys=True) + "\n")
     elif result.header:
         out.write(_table(result.header, result.rows) + "\n")
         if result.footer:
@@ -58,8 +69,7 @@ def emit(result: Result, *, as_json: bool, out: TextIO) -> None:
 def emit_error(error: InferCraneError, *, command: str, as_json: bool, out: TextIO) -> None:
     """The envelope on ``out`` with ``--json``, else one line per problem."""
     if as_json:
-        envelope = {"apiVersion": ENVELOPE_VERSION, "command": command, "ok": False}
-        out.write(json.dumps(envelope | {"error": error.to_record()}, sort_keys=True) + "\n")
+        out.write(json.dumps(error_envelope(error, command=command), sort_keys=True) + "\n")
     else:
         out.write("".join(f"{command}: {problem}\n" for problem in error.problems))
 

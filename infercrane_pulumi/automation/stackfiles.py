@@ -19,6 +19,7 @@ it: the file (the kubelet's copy) only says where to read it and wakes the runne
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -119,7 +120,8 @@ def run_stack_file(
             )
             _rewrite(opened, config)
         assert opened.held is not None
-        return run(
+        version = None if opened.desired is None else opened.desired.version
+        result = run(
             stack,
             env,
             operation,
@@ -128,8 +130,9 @@ def run_stack_file(
             applied=applied,
             named=None if remove_key is None else frozenset({remove_key}),
             options=options,
-            desired_version=None if opened.desired is None else opened.desired.version,
+            desired_version=version,
         )
+        return dataclasses.replace(result, desired=version)
 
 
 def inspect_stack_file(

@@ -134,7 +134,8 @@ def raise_for_status(response: Response, what: str) -> None:
 
 @dataclass
 class Cluster:
-    """Reads and dry-runs against one API server, under one identity."""
+    """Reads and dry-runs against one API server, under one identity (and the runner's
+    status object, its one write outside the engine: ``cluster.runstatus``)."""
 
     transport: Transport
     context: str = ""
@@ -208,11 +209,18 @@ class Cluster:
             return None
 
     def dry_run_apply(self, obj: Manifest) -> Response:
+        return self._apply(KINDS[obj["kind"]], obj, [("dryRun", "All")])
+
+    def apply(self, kind: Kind, obj: Manifest) -> Response:
+        """Server-side apply of ``obj`` under the provider's field manager, never forced."""
+        return self._apply(kind, obj, [])
+
+    def _apply(self, kind: Kind, obj: Manifest, extra: list[tuple[str, str]]) -> Response:
         meta = obj["metadata"]
         return self.transport.request(
             "PATCH",
-            KINDS[obj["kind"]].path(meta["namespace"], meta["name"]),
-            query=[("fieldManager", naming.FIELD_MANAGER), ("dryRun", "All"), ("force", "false")],
+            kind.path(meta["namespace"], meta["name"]),
+            query=[("fieldManager", naming.FIELD_MANAGER), *extra, ("force", "false")],
             body=obj,
             content_type=APPLY_CONTENT_TYPE,
         )

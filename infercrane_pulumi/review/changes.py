@@ -32,6 +32,7 @@ from typing import Any, Literal
 from infercrane_pulumi import naming
 from infercrane_pulumi.kinds import KINDS
 from infercrane_pulumi.policy.rules import Finding
+from infercrane_pulumi.records import DesiredVersion
 from infercrane_pulumi.review import yamldiff
 
 Change = Literal["create", "update", "replace", "delete", "same"]
@@ -176,6 +177,8 @@ class StackChanges:
     # Every key verified unchanged against the cluster: the engine did not run.
     verified_unchanged: bool = False
     policy: tuple[PolicyFinding, ...] = ()
+    # The stack file's version a run applied, read from a ConfigMap (``up --configmap``).
+    desired: DesiredVersion | None = None
 
     @property
     def summary(self) -> Summary:

@@ -110,6 +110,7 @@ def stack_json(changes: StackChanges) -> dict[str, Any]:
         "notes": list(changes.notes),
         "verifiedUnchanged": changes.verified_unchanged,
         "policy": [_finding_json(f) for f in changes.findings_of(None)],
+        "desiredVersion": None if changes.desired is None else changes.desired.record(),
     }
 
 

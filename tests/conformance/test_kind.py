@@ -201,6 +201,32 @@ def _bulk_document(namespace: str, gpu: str, settings: dict[str, Any]) -> _Bulk:
         count, text = len(grown), bigger
 
 
+def _status_after(
+    admin_client: client.ApiClient, namespace: str, previous: dict[str, str]
+) -> dict[str, str]:
+    """The runner's status object's data, read as admin, once it differs from ``previous``
+    (the run after it has written it: ``finishedAt`` moves with every run)."""
+    core = client.CoreV1Api(admin_client)
+    read = functools.partial(core.read_namespaced_config_map, namespace=namespace)
+
+    def changed() -> dict[str, str] | None:
+        found = read_raw(read, "infercrane-stack-status")
+        data = None if found is None else found.get("data")
+        return data if data and data != previous else None
+
+    return wait_for(changed, timeout=60, what="the runner's status written")
+
+
+def _without_finish(status: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in status.items() if k != "finishedAt"}
+
+
+def _stack_version(admin_client: client.ApiClient, namespace: str) -> str:
+    """The stack ConfigMap's ``resourceVersion`` as the API server holds it now."""
+    found = client.CoreV1Api(admin_client).read_namespaced_config_map("infercrane-stack", namespace)
+    return str(found.metadata.resourceVersion)  # type: ignore[union-attr]
+
+
 def _runner_container(
     admin_client: client.ApiClient, namespace: str, pod: str
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -242,6 +268,132 @@ def _runner_memory_peak(
     return int(kind_cluster.docker.exec(node, ["sh", "-c", script]))
 
 
+def _refused_leaving_every_replica(
+    kind_cluster: KindRuntime,
+    admin_client: client.ApiClient,
+    runner: Runner,
+    *,
+    kept: list[dict[str, Any]],
+    settings: dict[str, Any],
+    status: dict[str, str],
+    applied: dict[str, str],
+    pytestconfig: pytest.Config,
+) -> dict[str, str]:
+    """Runs 3 to 7 of the one-runner scenario, each refused with every replica left as it was
+    (``kept`` applied as ``applied``), the status saying why; the status after the last."""
+    namespace = runner.namespace
+    gpu = kept[0]["gpu"]
+    # Issue 60: a stack file that would hand a Pod the runner's own Secret (its state's
+    # password), whatever its own policy says, or name the worker key as a model: each
+    # refused in one line by the shipped runner (its platform policy, as shipped), and the
+    # replica left as it was.
+    uids = _owned_uids(admin_client, namespace)
+    own_secret = stack_document(
+        namespace,
+        kept,
+        policy={"enforcement": {"secret-reference": "disabled"}},  # its own, turned off
+        **settings,
+        workerSecretName="infercrane-runner-state",
+    )
+    named_key = [replica("runner-r0", gpu=gpu, model="$(VLLM_API_KEY)")]
+    bulk = _bulk_document(namespace, gpu, settings)
+    source = f"ConfigMap/{namespace}/infercrane-stack"
+    pod = runner.pod()
+    peaks = []
+    typo = stack_document(namespace, kept, **settings).replace(
+        f"{REPLICAS_KEY}:", "infercrane:replica:"
+    )
+    for seen, document, code, problems in [
+        (
+            2,
+            own_secret,
+            "policy-violation",
+            ["runner-r0: Secret infercrane-runner-state is the runner's own, never a replica's"],
+        ),
+        (
+            3,
+            stack_document(namespace, named_key, **settings),
+            "invalid-config",
+            [
+                "infercrane:replicas[0].model: references $(VLLM_API_KEY); the worker "
+                "credential reaches the runtime only through its environment"
+            ],
+        ),
+        # Issue 61: a typo, seen as the status object's error.
+        (
+            4,
+            typo,
+            "invalid-config",
+            [
+                "infercrane:replica: is not a known key; did you mean infercrane:replicas?",
+                "infercrane:replicas: is required (missing or null is never read as no "
+                "replicas); `[]` with infercrane:allowEmpty: true empties the namespace on "
+                "purpose",
+            ],
+        ),
+        # Bounds: a ConfigMap of 1 MiB of intents, and one whose aliases would expand
+        # to 10^8 values, each refused before anything is rendered.
+        (
+            5,
+            bulk.text,
+            "invalid-config",
+            [
+                f"infercrane:replicas: Tuple should have at most {MAX_INTENTS} items after "
+                f"validation, not {bulk.intents}"
+            ],
+        ),
+        (
+            6,
+            stack_document(namespace, kept, **settings) + ALIAS_BOMB,
+            "invalid-config",
+            [
+                f"{source}: expands to more than 1,000,000 values (YAML aliases?); write each "
+                "value out"
+            ],
+        ),
+    ]:
+        _runner_memory_peak(kind_cluster, admin_client, runner, reset=True)
+        runner.write(document)
+        envelope = runner.run_after(seen)
+        assert (envelope["ok"], envelope["error"]) == (
+            False,
+            {"code": code, "retryable": False, "problems": problems},
+        )
+        assert _owned_uids(admin_client, namespace) == uids
+        peaks.append(_runner_memory_peak(kind_cluster, admin_client, runner, reset=False))
+        # The status says why, and still what is applied.
+        status = _status_after(admin_client, namespace, status)
+        assert _without_finish(status) == applied | {
+            "result": "failed",
+            "error": code,
+            "retryable": "false",
+            "problems": "\n".join(problems),
+        }
+    # The runner lived through them all, in its limit: the same Pod, never restarted.
+    limit = _memory_limit(admin_client, namespace, pod)
+    assert (runner.pod(), _restarts(admin_client, namespace, pod)) == (pod, 0)
+    assert max(peaks) < limit
+    show(
+        pytestconfig,
+        f"runner memory peak (its container's cgroup, limit {limit >> 20} MiB): "
+        + ", ".join(
+            f"{what} {peak / 2**20:.0f} MiB"
+            for what, peak in zip(
+                [
+                    "own Secret",
+                    "$(VLLM_API_KEY)",
+                    "typo",
+                    f"{len(bulk.text) >> 10} KiB",
+                    "aliases",
+                ],
+                peaks,
+                strict=True,
+            )
+        ),
+    )
+    return status
+
+
 def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
     kind_cluster: KindRuntime,
     observing_tenant: Tenant,
@@ -272,86 +424,50 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
         "both replicas ready, as the runner observes them",
     )
 
-    # The control plane drops one intent: the next run deletes exactly that replica.
+    # The control plane drops one intent: the next run deletes exactly that replica, and the
+    # status object says so, with the stack file's version it applied (issue 61).
+    status = _status_after(admin_client, namespace, {})
     runner.write(stack_document(namespace, intents[:1], **settings))
-    assert _changes(runner.run_after(1)) == [("runner-r0", "same"), ("runner-r1", "delete")]
+    dropped = runner.run_after(1)
+    assert _changes(dropped) == [("runner-r0", "same"), ("runner-r1", "delete")]
     assert _applied_keys(admin_client, namespace) == ["runner-r0"]
+    status = _status_after(admin_client, namespace, status)
+    version = _stack_version(admin_client, namespace)
+    assert dropped["result"]["desiredVersion"]["resourceVersion"] == version
+    applied = {
+        "result": "applied",
+        "appliedVersion": version,
+        "appliedAt": status["finishedAt"],
+        "replicas": json.dumps(
+            [
+                {"externalKey": r["externalKey"], "change": r["change"], "reasons": r["reasons"]}
+                for r in dropped["result"]["replicas"]
+            ],
+            sort_keys=True,
+        ),
+        "error": "",
+        "retryable": "",
+        "problems": "",
+    }
+    assert _without_finish(status) == applied
 
-    # Issue 60: a stack file that would hand a Pod the runner's own Secret (its state's
-    # password), whatever its own policy says, or name the worker key as a model: each
-    # refused in one line by the shipped runner (its platform policy, as shipped), and the
-    # replica left as it was.
-    kept = _owned_uids(admin_client, namespace)
-    own_secret = stack_document(
-        namespace,
-        intents[:1],
-        policy={"enforcement": {"secret-reference": "disabled"}},  # its own, turned off
-        **settings,
-        workerSecretName="infercrane-runner-state",
-    )
-    named_key = [replica("runner-r0", gpu=real_node.product, model="$(VLLM_API_KEY)")]
-    bulk = _bulk_document(namespace, real_node.product, settings)
-    source = f"ConfigMap/{namespace}/infercrane-stack"
-    pod = runner.pod()
-    peaks = []
-    for seen, document, code, problem in [
-        (
-            2,
-            own_secret,
-            "policy-violation",
-            "runner-r0: Secret infercrane-runner-state is the runner's own, never a replica's",
-        ),
-        (
-            3,
-            stack_document(namespace, named_key, **settings),
-            "invalid-config",
-            "infercrane:replicas[0].model: references $(VLLM_API_KEY); the worker credential "
-            "reaches the runtime only through its environment",
-        ),
-        # Bounds: a ConfigMap of 1 MiB of intents, and one whose aliases would expand
-        # to 10^8 values, each refused before anything is rendered.
-        (
-            4,
-            bulk.text,
-            "invalid-config",
-            f"infercrane:replicas: Tuple should have at most {MAX_INTENTS} items after "
-            f"validation, not {bulk.intents}",
-        ),
-        (
-            5,
-            stack_document(namespace, intents[:1], **settings) + ALIAS_BOMB,
-            "invalid-config",
-            f"{source}: expands to more than 1,000,000 values (YAML aliases?); write each "
-            "value out",
-        ),
-    ]:
-        _runner_memory_peak(kind_cluster, admin_client, runner, reset=True)
-        runner.write(document)
-        envelope = runner.run_after(seen)
-        assert (envelope["ok"], envelope["error"]) == (
-            False,
-            {"code": code, "retryable": False, "problems": [problem]},
-        )
-        assert _owned_uids(admin_client, namespace) == kept
-        peaks.append(_runner_memory_peak(kind_cluster, admin_client, runner, reset=False))
-    # The runner lived through them all, in its limit: the same Pod, never restarted.
-    limit = _memory_limit(admin_client, namespace, pod)
-    assert (runner.pod(), _restarts(admin_client, namespace, pod)) == (pod, 0)
-    assert max(peaks) < limit
-    show(
-        pytestconfig,
-        f"runner memory peak (its container's cgroup, limit {limit >> 20} MiB): "
-        + ", ".join(
-            f"{what} {peak / 2**20:.0f} MiB"
-            for what, peak in zip(
-                ["own Secret", "$(VLLM_API_KEY)", f"{len(bulk.text) >> 10} KiB", "aliases"],
-                peaks,
-                strict=True,
-            )
-        ),
+    status = _refused_leaving_every_replica(
+        kind_cluster,
+        admin_client,
+        runner,
+        kept=intents[:1],
+        settings=settings,
+        status=status,
+        applied=applied,
+        pytestconfig=pytestconfig,
     )
     runner.write(stack_document(namespace, intents[:1], **settings))  # the file made good
-    assert _changes(runner.run_after(6)) == [("runner-r0", "same")]
+    assert _changes(runner.run_after(7)) == [("runner-r0", "same")]
+    status = _status_after(admin_client, namespace, status)
+    assert (status["result"], status["appliedVersion"]) == (
+        "applied",
+        _stack_version(admin_client, namespace),
+    )
 
     done = runner.cli("destroy")
     assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stdout + done.stderr

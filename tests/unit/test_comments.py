@@ -11,6 +11,7 @@ import jsonschema
 
 from infercrane_pulumi import views
 from infercrane_pulumi.policy.rules import Finding
+from infercrane_pulumi.records import DesiredVersion
 from infercrane_pulumi.review import comments
 from infercrane_pulumi.review.changes import (
     Drift,
@@ -255,8 +256,17 @@ def test_the_json_follows_the_shipped_schema_whole() -> None:
                     "status": None,
                 }
             ],
+            "desiredVersion": None,  # a diff reads no ConfigMap
         }
     )
+    read = DesiredVersion("ConfigMap/prod/infercrane-stack", "u-1", "42")
+    applied = comments.stack_json(dataclasses.replace(STACK, desired=read))
+    jsonschema.Draft202012Validator(SCHEMA).validate(applied)
+    assert applied["desiredVersion"] == {
+        "source": "ConfigMap/prod/infercrane-stack",
+        "uid": "u-1",
+        "resourceVersion": "42",
+    }
     [new] = [r for r in document["replicas"] if r["externalKey"] == "new"]
     assert new["policy"] == [
         {

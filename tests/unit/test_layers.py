@@ -53,6 +53,7 @@ RANKS = {
     "cluster.preflight": 7,
     "cluster.placement": 7,
     "cluster.desired": 7,
+    "cluster.runstatus": 7,
     "cluster.doctor": 9,
     "cluster.observe": 9,
     "cluster.verdict": 8,

@@ -100,13 +100,20 @@ def test_roles_grant_only_the_owned_resources_and_no_rbac_power() -> None:
                 "verbs": ["get"],
             },
         ],
-        # The runner's stack file, that one ConfigMap by name, read only.
+        # The runner's stack file, that one ConfigMap by name, read only; its status, that
+        # other one by name, read and applied.
         "infercrane-runner-stack": [
             {
                 "apiGroups": [""],
                 "resources": ["configmaps"],
                 "resourceNames": ["infercrane-stack"],
                 "verbs": ["get"],
+            },
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": ["infercrane-stack-status"],
+                "verbs": ["get", "patch"],
             },
         ],
     }
