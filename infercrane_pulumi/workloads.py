@@ -48,7 +48,9 @@ class WorkloadApi:
     builders: tuple[Builder, ...]
     endpoint: Endpoint
     readiness: ReadinessRule
-    rbac: tuple[str, ...]  # shipped Role files granting ``kinds``, relative to deploy/kubernetes
+    # The shipped Kustomize base of a namespace of this API (a directory of deploy/kubernetes):
+    # its namespace, ServiceAccounts and the provider's Role granting ``kinds``.
+    manifests: str
     annotations: Mapping[str, str] = field(default_factory=dict)
     # Shown when a kind's API is not served: what the operator installs first.
     install_hint: str = ""
@@ -111,7 +113,7 @@ WORKLOAD_APIS: Mapping[WorkloadApiName, WorkloadApi] = {
         builders=(manifests.deployment, manifests.service),
         endpoint=_service_endpoint,
         readiness=readiness.deployment,
-        rbac=("base/provider-rbac.yaml",),
+        manifests="base",
     ),
     "kserve": WorkloadApi(
         name="kserve",
@@ -119,14 +121,14 @@ WORKLOAD_APIS: Mapping[WorkloadApiName, WorkloadApi] = {
         builders=(manifests.inference_service,),
         endpoint=_predictor_endpoint,
         readiness=readiness.inference_service,
-        rbac=("kserve/provider-rbac.yaml",),
+        manifests="kserve",
         annotations={
             "serving.kserve.io/deploymentMode": "Standard",
             # InferCrane owns scaling: KServe then makes no HPA and runs minReplicas Pods.
             "serving.kserve.io/autoscalerClass": "none",
         },
-        install_hint="install KServe and its CRDs first, then apply "
-        "deploy/kubernetes/kserve/provider-rbac.yaml",
+        install_hint="install KServe and its CRDs first, then apply the Kustomize base "
+        "deploy/kubernetes/kserve through your overlay",
         # The Standard mode is an annotation value no schema lists, and KServe before v0.16
         # silently runs an unknown mode as its default (Serverless, say). storageUris came
         # into the schema with v0.16, the first release that knows Standard.

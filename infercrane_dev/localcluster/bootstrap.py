@@ -1,17 +1,20 @@
 """Bootstrap a namespace the way docs/how-to/bootstrap-a-namespace.md tells an operator to.
 
-As admin: the shipped ``deploy/kubernetes`` manifests (rewritten to the target namespace, as
-``sed 's/infercrane-system/<ns>/'`` rewrites them: a rule naming the namespace names the
-target), RoleBindings of the shipped Role(s) to further identities (by default the local
-control plane's provider user, what the docs prescribe for a control plane outside the
-cluster), and the worker Secret with a fresh random value that is returned to the caller and
-never printed or put on a command line. Works on any cluster: nothing here is local-only.
+As admin: the shipped ``deploy/kubernetes`` Kustomize bases, rendered for the target namespace
+by ``kubectl kustomize`` of an overlay made as ``overlays/example`` is (its replacement makes
+the rule naming the namespace name the target), RoleBindings of the shipped Role(s) to further
+identities (by default the local control plane's provider user, what the docs prescribe for a
+control plane outside the cluster), and the worker Secret with a fresh random value that is
+returned to the caller and never printed or put on a command line. Works on any cluster:
+nothing here is local-only.
 """
 
 from __future__ import annotations
 
-import copy
+import os
 import secrets
+import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,15 +25,12 @@ from kubernetes import utils
 from kubernetes.client import ApiClient
 
 from infercrane_dev.localcluster.certs import PROVIDER_USER
+from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi.intents import WorkloadApiName
 from infercrane_pulumi.workloads import WORKLOAD_APIS
 
-SHIPPED_NAMESPACE = "infercrane-system"
-# What docs/how-to/bootstrap-a-namespace.md tells an operator to apply first, whatever the workload
-# API. The provider's Role comes from the workload-API table: a KServe namespace gets no power over
-# Deployments or Services (KServe's own, generated there, included).
-BASE_FILES = ("base/namespace.yaml", "base/service-accounts.yaml")
-OBSERVE_FILES = ("observe/pods-reader.yaml",)
+# The overlay an operator copies; each bootstrap makes one like it (``overlay``).
+EXAMPLE_OVERLAY = Path("overlays") / "example" / "kustomization.yaml"
 # The ServiceAccount the shipped RoleBindings bind the shipped Roles to.
 CONTROL_PLANE_ACCOUNT = "infercrane-control-plane"
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -43,6 +43,17 @@ class Bootstrapped:
     worker_secret_value: str  # for the caller's leak checks only; never print it
 
 
+def overlay(namespace: str, bases: Sequence[str], *, deploy_dir: Path, at: Path) -> Any:
+    """The example overlay's kustomization for ``namespace`` and ``bases`` (directories of
+    ``deploy_dir``), written at ``at`` (Kustomize takes bases by relative path only); the shipped
+    images as they are."""
+    made = yaml.safe_load((deploy_dir / EXAMPLE_OVERLAY).read_text())
+    made["namespace"] = namespace
+    made["resources"] = [os.path.relpath(deploy_dir / base, at) for base in bases]
+    del made["images"]
+    return made
+
+
 def shipped_objects(
     namespace: str,
     *,
@@ -50,31 +61,24 @@ def shipped_objects(
     deploy_dir: Path,
     observe: bool = False,
 ) -> list[Any]:
-    """The shipped manifests a namespace of ``workload_api`` needs (the base, the API's RBAC
-    files from the workload-API table, the optional Pod reader), ``infercrane-system``
-    replaced by ``namespace``."""
-    rbac = WORKLOAD_APIS[workload_api].rbac
-    files = dict.fromkeys(BASE_FILES + rbac + (OBSERVE_FILES if observe else ()))
-    documents = [
-        copy.deepcopy(doc)
-        for name in files
-        for doc in yaml.safe_load_all((deploy_dir / name).read_text())
-        if doc
-    ]
-    for doc in documents:
-        meta = doc["metadata"]
-        if doc["kind"] == "Namespace":
-            meta["name"] = namespace
-        else:
-            meta["namespace"] = namespace
-        for subject in doc.get("subjects", []):
-            if subject.get("namespace") == SHIPPED_NAMESPACE:
-                subject["namespace"] = namespace
-        for rule in doc.get("rules", []):
-            if "resourceNames" in rule:
-                named = rule["resourceNames"]
-                rule["resourceNames"] = [namespace if n == SHIPPED_NAMESPACE else n for n in named]
-    return documents
+    """The shipped manifests a namespace of ``workload_api`` needs (its Kustomize base from the
+    workload-API table, the optional Pod reader), rendered for ``namespace`` by ``kubectl
+    kustomize`` (the toolchain's kubectl: ``find_binary``)."""
+    bases = [WORKLOAD_APIS[workload_api].manifests, *(["observe"] if observe else [])]
+    with tempfile.TemporaryDirectory(prefix="infercrane-overlay-") as work:
+        made = overlay(namespace, bases, deploy_dir=deploy_dir, at=Path(work))
+        (Path(work) / "kustomization.yaml").write_text(yaml.safe_dump(made))
+        rendered = subprocess.run(
+            [str(find_binary("kubectl")), "kustomize", work],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    if rendered.returncode != 0:
+        last = (rendered.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"kubectl kustomize of {', '.join(bases)}: {last}")
+    return [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
 
 
 def user_subject(user: str = PROVIDER_USER) -> dict[str, str]:
