@@ -21,6 +21,7 @@ from infercrane_pulumi.cluster.doctor import DoctorRow
 from infercrane_pulumi.components import PLUGIN_VERSION
 
 _RELEASE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+PLUGIN_FILE = "pulumi-resource-kubernetes"
 
 
 def release(text: str) -> tuple[int, int, int] | None:
@@ -57,11 +58,40 @@ def cli_row(found: str | None, sdk: str) -> DoctorRow:
 def plugin_row(installed: bool, pulumi_home: Path) -> DoctorRow:
     if installed:
         return DoctorRow("ok", "pulumi:plugin", f"kubernetes {PLUGIN_VERSION} in {pulumi_home}")
-    return DoctorRow(
-        "fail",
-        "pulumi:plugin",
-        f"kubernetes {PLUGIN_VERSION} is not installed in {pulumi_home} and runs never download "
-        f"one: pulumi plugin install resource kubernetes {PLUGIN_VERSION}",
+    return DoctorRow("fail", "pulumi:plugin", plugin_missing(pulumi_home))
+
+
+def plugin_binary(pulumi_home: Path) -> Path:
+    """Where a run's engine takes the plugin from: it never downloads one, and never takes a
+    same-named binary on PATH (``PULUMI_IGNORE_AMBIENT_PLUGINS``)."""
+    return pulumi_home / "plugins" / f"resource-kubernetes-v{PLUGIN_VERSION}" / PLUGIN_FILE
+
+
+def plugin_missing(pulumi_home: Path) -> str:
+    return (
+        f"{PLUGIN_FILE} {PLUGIN_VERSION}: not installed in {pulumi_home / 'plugins'} and runs "
+        f"never download one: pulumi plugin install resource kubernetes {PLUGIN_VERSION} (with "
+        f"--file <tools bin>/{PLUGIN_FILE} for the one hack/tools/build.sh builds)"
+    )
+
+
+def cli_missing(bin_dir: Path | None, path: str) -> str | None:
+    """Why no Pulumi CLI can run (None: one can): ``bin_dir`` (``--tools-bin``) without it,
+    or none on ``path``."""
+    if bin_dir is not None:
+        # The SDK runs <root>/bin/pulumi: a directory of another name would not be searched.
+        if bin_dir.name == "bin" and (bin_dir / "pulumi").is_file():
+            return None
+        return (
+            f"tools bin {bin_dir} (--tools-bin, $INFERCRANE_TOOLS_BIN): not a directory named "
+            "bin holding the pulumi CLI (hack/tools/build.sh --bin-dir prints one)"
+        )
+    if shutil.which("pulumi", path=path) is not None:
+        return None
+    return (
+        "pulumi CLI: not on PATH, and no --tools-bin or $INFERCRANE_TOOLS_BIN: install a CLI "
+        f"{supported_cli(sdk_version())}, or build the pinned one with hack/tools/build.sh and "
+        "pass its --bin-dir as --tools-bin"
     )
 
 
@@ -90,13 +120,7 @@ def installed(bin_dir: Path | None, pulumi_home: Path, path: str) -> Installed:
             cli = answered.stdout.strip() if answered.returncode == 0 else None
         except (OSError, subprocess.TimeoutExpired):  # reported as no CLI
             cli = None
-    binary = (
-        pulumi_home
-        / "plugins"
-        / f"resource-kubernetes-v{PLUGIN_VERSION}"
-        / "pulumi-resource-kubernetes"
-    )
-    return Installed(cli, pulumi_home, binary.is_file())
+    return Installed(cli, pulumi_home, plugin_binary(pulumi_home).is_file())
 
 
 def rows(found: Installed) -> list[DoctorRow]:

@@ -48,6 +48,7 @@ from infercrane_pulumi.automation import (
     holders,
     leases,
     project,
+    pulumi_versions,
     results,
     retention,
     stacks,
@@ -60,6 +61,7 @@ from infercrane_pulumi.automation.recovery import break_fenced, recover
 from infercrane_pulumi.cluster import client, deletion, placement
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
+    ConfigError,
     InferCraneError,
     RunFailedError,
     StackBusyError,
@@ -187,6 +189,7 @@ def run(
         # the next run deletes them); a destroy before its engine forgets them
         # (``program.forgetting``); a verified no-op without the engine.
         engine_first = operation == "up" and not plan.unchanged
+        _engine_can_start(env, plan)  # before anything is written
         if not engine_first:
             deletion.delete_all(cluster, config.kubernetes, plan.deletions)
         if not plan.unchanged:
@@ -226,6 +229,12 @@ def run(
             operation, stack.name, desired, events, findings=findings, kept=kept
         )
     return _reported(found, plan)
+
+
+def _engine_can_start(env: PulumiEnvironment, plan: Plan) -> None:
+    """The plugin an engine run needs, installed (a verified no-op starts no engine)."""
+    if not plan.unchanged and not pulumi_versions.plugin_binary(env.pulumi_home).is_file():
+        raise ConfigError(pulumi_versions.plugin_missing(env.pulumi_home))
 
 
 def _held(rendered: workloads.Rendered, applied: Applied) -> int:

@@ -13,13 +13,21 @@ import contextlib
 import dataclasses
 import fcntl
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from pulumi import automation as auto
 
 from infercrane_pulumi import naming, records
-from infercrane_pulumi.automation import engine, failures, leasedb, project, recovery
+from infercrane_pulumi.automation import (
+    engine,
+    failures,
+    leasedb,
+    project,
+    pulumi_versions,
+    recovery,
+)
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.cluster import client, observe, preflight, verdict
 from infercrane_pulumi.errors import (
@@ -83,16 +91,11 @@ def open_stack(name: str, *, project_dir: Path, env: PulumiEnvironment) -> auto.
         leasedb.probe(env.lease_database, state=False)
     if state is not None:
         leasedb.probe(state, state=True)
-    command = None
-    if env.bin_dir is not None:
-        # The SDK runs <root>/bin/pulumi: a directory of another name, or one without the CLI,
-        # would end in a FileNotFoundError of its own.
-        if env.bin_dir.name != "bin" or not (env.bin_dir / "pulumi").is_file():
-            raise ConfigError(
-                f"tools bin {env.bin_dir} (--tools-bin, $INFERCRANE_TOOLS_BIN): not a directory "
-                "named bin holding the pulumi CLI"
-            )
-        command = auto.PulumiCommand(root=str(env.bin_dir.parent))
+    # Named here, in one line: the SDK would end in a FileNotFoundError of its own.
+    missing = pulumi_versions.cli_missing(env.bin_dir, os.environ.get("PATH", ""))
+    if missing is not None:
+        raise ConfigError(missing)
+    command = None if env.bin_dir is None else auto.PulumiCommand(root=str(env.bin_dir.parent))
     options = auto.LocalWorkspaceOptions(
         work_dir=str(project_dir), env_vars=env.variables(), pulumi_command=command
     )

@@ -435,6 +435,19 @@ def test_a_pack_configuration_without_a_pack_is_invalid_input() -> None:
     assert (code, out, err) == (2, "", "up: --policy-pack-config: needs --policy-pack\n")
 
 
+def test_no_cli_on_path_is_invalid_input_naming_how_to_get_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It ended as ``internal-error: up: unexpected FileNotFoundError``."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    argv = ["up", "--stack", "demo", "--project-dir", str(ROOT), "--json"]
+    argv += ["--backend-url", (tmp_path / "state").as_uri()]
+    code, out, _ = run(argv, environ={"PULUMI_CONFIG_PASSPHRASE": "p", "KUBECONFIG": "/none"})
+    [problem] = json.loads(out)["error"]["problems"]
+    assert (code, problem.split(":")[0]) == (2, "pulumi CLI")
+    assert "hack/tools/build.sh" in problem
+
+
 @pytest.mark.parametrize("where", ["empty/bin", "tools"], ids=["no pulumi", "not named bin"])
 def test_a_tools_directory_without_the_cli_is_invalid_input_not_an_internal_error(
     tmp_path: Path, where: str
@@ -451,6 +464,6 @@ def test_a_tools_directory_without_the_cli_is_invalid_input_not_an_internal_erro
         2,
         [
             f"tools bin {tools} (--tools-bin, $INFERCRANE_TOOLS_BIN): not a directory named bin "
-            "holding the pulumi CLI"
+            "holding the pulumi CLI (hack/tools/build.sh --bin-dir prints one)"
         ],
     )

@@ -54,8 +54,9 @@ def test_doctor_finds_the_cli_a_run_would_use_and_the_plugin_in_pulumi_home(
     assert pulumi_versions.rows(missing)[1] == DoctorRow(
         "fail",
         "pulumi:plugin",
-        f"kubernetes {PLUGIN_VERSION} is not installed in {home} and runs never download one: "
-        f"pulumi plugin install resource kubernetes {PLUGIN_VERSION}",
+        f"pulumi-resource-kubernetes {PLUGIN_VERSION}: not installed in {home}/plugins and runs "
+        f"never download one: pulumi plugin install resource kubernetes {PLUGIN_VERSION} (with "
+        "--file <tools bin>/pulumi-resource-kubernetes for the one hack/tools/build.sh builds)",
     )
     # Without a tools directory, the one on PATH; none at all is a row, not a crash.
     on_path = fake_cli(tmp_path / "path", "v3.100.0")
@@ -67,4 +68,21 @@ def test_version_names_ours_the_sdk_the_cli_range_and_the_plugin() -> None:
     assert cli.version_line() == (
         f"infercrane-pulumi 0.1.0 (pulumi SDK {pulumi_versions.sdk_version()}, CLI >= "
         f"{pulumi_versions.sdk_version()}, < 4; pulumi-kubernetes plugin {PLUGIN_VERSION})"
+    )
+
+
+def test_a_missing_cli_is_named_with_where_it_was_looked_for_and_how_to_get_it(
+    tmp_path: Path,
+) -> None:
+    tools = fake_cli(tmp_path / "tools" / "bin", "v3.274.0")
+    assert pulumi_versions.cli_missing(tools, "") is None
+    assert pulumi_versions.cli_missing(None, str(tools)) is None
+    assert pulumi_versions.cli_missing(tmp_path / "empty" / "bin", str(tools)) == (
+        f"tools bin {tmp_path}/empty/bin (--tools-bin, $INFERCRANE_TOOLS_BIN): not a directory "
+        "named bin holding the pulumi CLI (hack/tools/build.sh --bin-dir prints one)"
+    )
+    assert pulumi_versions.cli_missing(None, str(tmp_path / "empty")) == (
+        "pulumi CLI: not on PATH, and no --tools-bin or $INFERCRANE_TOOLS_BIN: install a CLI "
+        f"{pulumi_versions.supported_cli(pulumi_versions.sdk_version())}, or build the pinned "
+        "one with hack/tools/build.sh and pass its --bin-dir as --tools-bin"
     )

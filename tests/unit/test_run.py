@@ -18,9 +18,10 @@ from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.run import Held, RunOptions, run
 from infercrane_pulumi.carried import Carried
-from infercrane_pulumi.cluster import client, ownership
+from infercrane_pulumi.cluster import client, ownership, placement
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.verdict import Doomed
+from infercrane_pulumi.components import PLUGIN_VERSION
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import (
     BackendUnavailableError,
@@ -33,7 +34,7 @@ from infercrane_pulumi.errors import (
 from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.kubeconfigs import ClusterIdentity
 from infercrane_pulumi.naming import object_name
-from infercrane_pulumi.records import Applied, AppliedObject
+from infercrane_pulumi.records import Applied, AppliedObject, ClusterRecord
 from infercrane_pulumi.review import changes
 from infercrane_pulumi.review.changes import Left
 from tests.unit import samples
@@ -519,3 +520,27 @@ def test_a_destroy_a_removal_of_the_last_key_and_an_empty_new_stack_need_no_allo
     assert removed.deletions == doomed(live)
     fresh = run_plan(Cluster(FakeTransport(live=[])), "up", stack(), Applied(), refresh=False)
     assert fresh.deletions == ()
+
+
+@pytest.mark.parametrize("operation", ["up", "destroy"])
+def test_without_the_plugin_a_run_that_needs_the_engine_is_refused_before_any_write(
+    operation: Operation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A destroy deletes before its engine forgets the objects: not one of them either."""
+    config = stack("a", "b")
+    transport = Deleting(live=applied(config))
+    monkeypatch.setattr(client, "connect", lambda *_: Cluster(transport, identity=SERVER))
+    where = ClusterRecord(SERVER.server, SERVER.certificate_authority, None)
+    monkeypatch.setattr(placement, "reached", lambda *_: where)  # not from a kubeconfig file
+    changed = config if operation == "destroy" else stack("a", "b", "c")
+    with pytest.raises(ConfigError) as refused:
+        run(STUB, ENV, operation, changed, held=HELD, applied=record(config))  # type: ignore[arg-type]
+    assert refused.value.problems == (
+        f"pulumi-resource-kubernetes {PLUGIN_VERSION}: not installed in "
+        "/nonexistent/home/plugins and runs never download one: pulumi plugin install resource "
+        f"kubernetes {PLUGIN_VERSION} (with --file <tools bin>/pulumi-resource-kubernetes for "
+        "the one hack/tools/build.sh builds)",
+    )
+    writes = [(method, query) for method, _, query in transport.requests if method != "GET"]
+    assert {method for method, _ in writes} <= {"PATCH"}  # no DELETE
+    assert all(query["dryRun"] == "All" for _, query in writes)
