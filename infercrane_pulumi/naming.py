@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
@@ -102,6 +103,21 @@ def intent_hash(settings: KubernetesSettings, intent: ReplicaIntent) -> str:
     document = {"intent": intent.model_dump(mode="json", by_alias=True), "config": shaping}
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def carried_hash(meta: Mapping[str, Any]) -> str | None:
+    """The intent hash an object carries (its metadata's annotation; None: none)."""
+    found = (meta.get("annotations") or {}).get(ANNOTATION_INTENT_HASH)
+    return None if found is None else str(found)
+
+
+def carries(meta: Mapping[str, Any], wanted: str) -> bool:
+    """Whether an object (its metadata) carries the intent whose ``intent_hash`` is
+    ``wanted``: the one rule of "as applied?" (the verdict's drift, readiness). Hash an intent
+    with the settings it was (or is to be) applied with: what the stack recorded was applied
+    with the recorded settings, so a change of settings alone is a change to make, never
+    drift found."""
+    return carried_hash(meta) == wanted
 
 
 def object_annotations(settings: KubernetesSettings, intent: ReplicaIntent) -> dict[str, str]:

@@ -42,10 +42,9 @@ def _explained(condition: Mapping[str, Any]) -> str:
 def _another_intent(obj: Object, desired_hash: str) -> str | None:
     """Why the live object does not carry the desired intent (our change is not applied), or
     None."""
-    live_hash = ((obj.get("metadata") or {}).get("annotations") or {}).get(
-        naming.ANNOTATION_INTENT_HASH
-    )
-    if live_hash != desired_hash:
+    meta = obj.get("metadata") or {}
+    if not naming.carries(meta, desired_hash):
+        live_hash = naming.carried_hash(meta)
         return f"{obj.get('kind')} carries another intent ({live_hash}); the change is not applied"
     return None
 
@@ -142,10 +141,6 @@ def deployment(workload: Object, desired_hash: str, pods: Sequence[Object] | Non
 NO_KSERVE_CONTROLLER = "no KServe controller has reconciled this InferenceService"
 
 
-def _pod_hash(pod: Object) -> str | None:
-    return ((pod.get("metadata") or {}).get("annotations") or {}).get(naming.ANNOTATION_INTENT_HASH)
-
-
 def _serving(pod: Object) -> bool:
     return (conditions(pod).get("Ready") or {}).get("status") == "True"
 
@@ -155,7 +150,7 @@ def _pods_behind(pods: Sequence[Object] | None, desired_hash: str) -> str:
     or cannot be read)."""
     if pods is None:
         return ""
-    current = [pod for pod in pods if _pod_hash(pod) == desired_hash]
+    current = [pod for pod in pods if naming.carries(pod.get("metadata") or {}, desired_hash)]
     if len(current) < len(pods):
         return "a Pod of the previous intent still runs"
     if not current:
@@ -192,7 +187,7 @@ def inference_service(
     if ready.get("status") == "True":
         behind = _pods_behind(pods, desired_hash)
         return Readiness("provisioning", behind) if behind else Readiness("ready")
-    current = [pod for pod in pods or () if _pod_hash(pod) == desired_hash]
+    current = [pod for pod in pods or () if naming.carries(pod.get("metadata") or {}, desired_hash)]
     return Readiness(
         "provisioning",
         pod_reason(current) or _explained(ready) or "waiting for the KServe controller",

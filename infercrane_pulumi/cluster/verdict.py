@@ -395,16 +395,19 @@ def _unlisted(record: Applied, live: Snapshot, namespace: str) -> list[ObjectVer
 def _drift(desired: StackConfig, record: Applied, live: Snapshot) -> list[str]:
     """What a refresh would find among the objects of the keys the stack applied: one gone,
     or one that no longer carries the intent that was applied to it."""
-    settings = desired.kubernetes
+    namespace = desired.kubernetes.namespace  # where ``live`` was read
+    # Each intent as it was applied: with the settings it was applied with (an older record
+    # holds none: the desired ones).
+    applied_with = record.settings or desired.kubernetes
     found = []
     for intent in record.intents:
-        applied_hash = naming.intent_hash(settings, intent)
+        applied_hash = naming.intent_hash(applied_with, intent)
         name = naming.object_name(intent.external_key)
-        for kind in workloads.workload_api(settings).kinds:
+        for kind in workloads.workload_api(applied_with).kinds:
             meta = live.get(kind.kind, {}).get(name)
-            what = subject(kind.kind, settings.namespace, name)
+            what = subject(kind.kind, namespace, name)
             if meta is None:
                 found.append(f"{what}: gone")
-            elif (meta.get("annotations") or {}).get(naming.ANNOTATION_INTENT_HASH) != applied_hash:
+            elif not naming.carries(meta, applied_hash):
                 found.append(f"{what}: carries another intent than the one applied")
     return found

@@ -352,6 +352,22 @@ def test_nothing_is_carried_when_the_providers_settings_changed() -> None:
     assert (plan.targets, plan.carried) == (frozenset({"c"}), None)
 
 
+def test_a_settings_only_change_is_a_change_to_make_not_drift_to_refresh() -> None:
+    """What the stack applied was marked with the settings it was applied with: a new image
+    digest alone once read as every object carrying another intent than the one applied, and
+    the run refreshed the whole stack (issue 62). An object that does carry another one is
+    still drift."""
+    before = stack("a", "b")
+    digest = f"registry.example/vllm/vllm-openai@sha256:{'ef' * 32}"
+    after = before.model_copy(
+        update={"kubernetes": before.kubernetes.model_copy(update={"image_digest": digest})}
+    )
+    live = applied(before)
+    assert planned(after, record(before), live).flags == ()
+    live[0]["metadata"]["annotations"]["infercrane.dev/intent-hash"] = "sha256:" + "0" * 64
+    assert planned(after, record(before), live).flags == ("--refresh",)
+
+
 def test_nothing_is_carried_when_every_key_goes_to_the_engine() -> None:
     """A refreshing run, or one with nothing verified, is not targeted: an unregistered key
     would be forgotten."""
