@@ -87,7 +87,7 @@ def labels(external_key: str) -> dict[str, str]:
 def stack_identity(project: str, stack: str) -> str:
     """The mark every applied object carries of the stack that applies it, so the next run of
     that stack, from any process, finds what a run that died created
-    (``cluster.deletion.leftovers``).
+    (``cluster.verdict``, its leftovers).
     A program run by hand knows only its project and stack names, never its backend, so those
     two are the identity; two backends' stacks of one name on one namespace are one stack
     here (they would fight over the same key-derived names anyway)."""
