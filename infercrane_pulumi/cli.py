@@ -291,25 +291,28 @@ def _platform(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _configmap(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "--configmap",
-        metavar="NAME",
-        help="apply the stack file as ConfigMap NAME of the stack's namespace holds it (under "
-        "the file's name), read from the API server once the stack is held and never older "
-        "than the version the stack applied; the file itself (the kubelet's copy) only says "
-        "how to reach the cluster. Needs `get` on that ConfigMap",
-    )
+def _named_configmap(flag: str, what: str) -> Flags:
+    """A flag naming a ConfigMap of the stack's namespace."""
+
+    def add(command: argparse.ArgumentParser) -> None:
+        command.add_argument(flag, metavar="NAME", help=what)
+
+    return add
 
 
-def _status(command: argparse.ArgumentParser) -> None:
-    command.add_argument(
-        "--status-configmap",
-        metavar="NAME",
-        help="after each run, write what it did to ConfigMap NAME of the stack's namespace "
-        "(server-side apply, never forced): the stack file's version it applied, each key's "
-        "change, the last error (cluster/runstatus.py). Needs `get` and `patch` on it",
-    )
+_configmap = _named_configmap(
+    "--configmap",
+    "apply the stack file as ConfigMap NAME of the stack's namespace holds it (under the file's "
+    "name), read from the API server once the stack is held and never older than the version "
+    "the stack applied; the file itself (the kubelet's copy) only says how to reach the "
+    "cluster. Needs `get` on that ConfigMap",
+)
+_status = _named_configmap(
+    "--status-configmap",
+    "after each run, write what it did to ConfigMap NAME of the stack's namespace (server-side "
+    "apply, never forced): the stack file's version it applied, each key's change, the last "
+    "error (cluster/runstatus.py). Needs `get` and `patch` on it",
+)
 
 
 def _every(command: argparse.ArgumentParser) -> None:
