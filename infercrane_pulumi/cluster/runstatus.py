@@ -15,8 +15,11 @@ so a control plane in any language reads it with a GET or a watch, and a person 
   may succeed later, one problem per line); empty after a successful run.
 
 An object at that name that is not this stack's status (its labels and annotation) is never
-changed: ``OwnershipError``, as for a replica's objects. Nothing here decides a run's outcome:
-the status reports the run, it does not gate it.
+changed: ``OwnershipError``, as for a replica's objects. The shipped runner's Role may only
+``get`` and ``patch`` it, by name (RBAC cannot limit ``create`` to a name), so the runner's
+Kustomize base holds the object, empty; an identity that may create ConfigMaps creates it on
+its first write. Nothing here decides a run's outcome: the status reports the run, it does not
+gate it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 from infercrane_pulumi import naming
 from infercrane_pulumi.cluster.client import Cluster, failure, subject
-from infercrane_pulumi.errors import OwnershipError
+from infercrane_pulumi.errors import ClusterForbiddenError, OwnershipError
 from infercrane_pulumi.kinds import CONFIG_MAP
 from infercrane_pulumi.manifests import Manifest
 
@@ -113,6 +116,11 @@ def publish(
     response = cluster.apply(CONFIG_MAP, status_object(namespace, name, stack, data))
     if response.status == 409:  # another manager owns one of its fields: never forced
         raise OwnershipError(f"{where}: another field manager owns its fields; left unchanged")
+    if response.status == 403 and found is None:  # the shipped Role may not create it
+        raise ClusterForbiddenError(
+            f"{where}: not found, and this identity may only patch it: apply the runner's "
+            "Kustomize base (deploy/kubernetes/runner), which holds it"
+        )
     error = failure(response, where)
     if error is not None:
         raise error

@@ -43,9 +43,43 @@ CONTROL_PLANE_TOLERATION = {
 }
 
 
-def shipped(kind: str) -> dict[str, Any]:
-    [found] = [d for d in yaml.safe_load_all(RUNNER_FILE.read_text()) if d and d["kind"] == kind]
+def shipped(kind: str, name: str | None = None) -> dict[str, Any]:
+    """The runner base's object of ``kind`` (of ``name``, where it holds several)."""
+    [found] = [
+        d
+        for d in yaml.safe_load_all(RUNNER_FILE.read_text())
+        if d and d["kind"] == kind and name in (None, d["metadata"]["name"])
+    ]
     return copy.deepcopy(found)
+
+
+def applied_status(envelope: Mapping[str, Any], *, at: str) -> dict[str, str]:
+    """The status object's data after a run that applied what ``envelope`` (its ``--json``
+    output) says, finished ``at``, computed independently of ``cluster.runstatus``."""
+    result = envelope["result"]
+    replicas = [
+        {"externalKey": r["externalKey"], "change": r["change"], "reasons": r["reasons"]}
+        for r in result["replicas"]
+    ]
+    return {
+        "result": "applied",
+        "appliedVersion": result["desiredVersion"]["resourceVersion"],
+        "appliedAt": at,
+        "replicas": json.dumps(replicas, sort_keys=True),
+        "error": "",
+        "retryable": "",
+        "problems": "",
+        "finishedAt": at,
+    }
+
+
+def status_object(namespace: str, stack: str = "") -> dict[str, Any]:
+    """The runner's status object, as an overlay for ``namespace`` renders it (of ``stack``:
+    by default the runner's, named after the namespace)."""
+    made = shipped("ConfigMap", "infercrane-stack-status")
+    made["metadata"]["namespace"] = namespace
+    made["metadata"]["annotations"]["infercrane.dev/stack"] = stack or namespace
+    return made
 
 
 def deployment(
@@ -148,9 +182,12 @@ class Runner:
             client.V1ConfigMap(metadata=meta("infercrane-stack"), data={self.key(): stack}),
         )
         placed = {"namespace": self.namespace, "labels": dict(labels)}
-        policy: Any = shipped("ConfigMap")  # the platform's policy, as shipped
+        policy: Any = shipped("ConfigMap", "infercrane-runner-policy")  # the platform's, as shipped
         policy["metadata"] |= placed
         core.create_namespaced_config_map(self.namespace, policy)
+        status: Any = status_object(self.namespace)
+        status["metadata"]["labels"] |= dict(labels)
+        core.create_namespaced_config_map(self.namespace, status)
         made: Any = deployment(
             self.namespace,
             image,

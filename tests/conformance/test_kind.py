@@ -54,7 +54,13 @@ from tests.conformance.backends import Backend, Tenant, open_backend
 from tests.conformance.harness import replica, show, unavailable, wait_for
 from tests.conformance.ledger import RunLedger, read_raw
 from tests.conformance.realnode import RealNode
-from tests.conformance.runnerpod import PROJECT_DIR, Runner, stack_document, until
+from tests.conformance.runnerpod import (
+    PROJECT_DIR,
+    Runner,
+    applied_status,
+    stack_document,
+    until,
+)
 from tests.conformance.statepod import StatePod
 from tests.conformance.target import ExternalTarget
 from tests.conformance.test_real_node import replicas  # noqa: F401  (the fixture, on Kind's GPU worker)
@@ -434,22 +440,8 @@ def test_the_shipped_runner_applies_its_stack_file_from_inside_the_cluster(
     status = _status_after(admin_client, namespace, status)
     version = _stack_version(admin_client, namespace)
     assert dropped["result"]["desiredVersion"]["resourceVersion"] == version
-    applied = {
-        "result": "applied",
-        "appliedVersion": version,
-        "appliedAt": status["finishedAt"],
-        "replicas": json.dumps(
-            [
-                {"externalKey": r["externalKey"], "change": r["change"], "reasons": r["reasons"]}
-                for r in dropped["result"]["replicas"]
-            ],
-            sort_keys=True,
-        ),
-        "error": "",
-        "retryable": "",
-        "problems": "",
-    }
-    assert _without_finish(status) == applied
+    assert status == applied_status(dropped, at=status["finishedAt"])
+    applied = _without_finish(status)
 
     status = _refused_leaving_every_replica(
         kind_cluster,

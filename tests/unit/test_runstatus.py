@@ -19,6 +19,7 @@ from infercrane_pulumi.review import comments
 from infercrane_pulumi.review.changes import KeyChange, StackChanges
 from tests.unit.fake_cluster import FakeTransport
 from tests.unit.test_cli import run
+from tests.unit.test_shipped_manifests import DEPLOY as DEPLOY_DIR
 
 NS = "tenant-a"
 STATUS = "infercrane-stack-status"
@@ -173,6 +174,24 @@ def test_a_field_another_manager_owns_fails_the_write_never_forced() -> None:
     assert refused.value.problems == (
         f"ConfigMap/{NS}/{STATUS}: another field manager owns its fields; left unchanged",
     )
+
+
+def test_an_absent_status_the_identity_may_not_create_says_where_it_comes_from() -> None:
+    with pytest.raises(errors.ClusterForbiddenError) as refused:
+        publish(Recording(patch=403), applied_envelope())
+    assert refused.value.problems == (
+        f"ConfigMap/{NS}/{STATUS}: not found, and this identity may only patch it: apply the "
+        "runner's Kustomize base (deploy/kubernetes/runner), which holds it",
+    )
+
+
+def test_the_shipped_status_object_is_the_status_of_its_namespaces_stack() -> None:
+    [shipped] = [
+        doc
+        for doc in yaml.safe_load_all((DEPLOY_DIR / "runner" / "runner.yaml").read_text())
+        if doc and doc["metadata"]["name"] == STATUS
+    ]
+    assert runstatus.is_status_of(shipped, shipped["metadata"]["namespace"])
 
 
 def stack_file(tmp_path: Path, config: dict[str, Any]) -> Path:

@@ -204,7 +204,12 @@ RUNNER = "runner/runner.yaml"
 
 
 def _runner() -> dict[str, dict[str, Any]]:
-    return {doc["kind"]: doc for path, doc in documents() if path == RUNNER}
+    """The runner's objects by kind (its ConfigMaps by name)."""
+    return {
+        doc["metadata"]["name"] if doc["kind"] == "ConfigMap" else doc["kind"]: doc
+        for path, doc in documents()
+        if path == RUNNER
+    }
 
 
 def test_the_runner_runs_as_the_shipped_account_hardened_and_digest_pinned() -> None:
@@ -245,7 +250,7 @@ def test_the_runner_runs_as_the_shipped_account_hardened_and_digest_pinned() -> 
     # The platform's policy, from a ConfigMap of its own, which the stack file cannot change.
     policy = runner["args"][runner["args"].index("--policy") + 1]
     [mount] = [m for m in runner["volumeMounts"] if policy.startswith(m["mountPath"] + "/")]
-    shipped = _runner()["ConfigMap"]
+    shipped = _runner()["infercrane-runner-policy"]
     assert pod_volume(pod, mount["name"])["configMap"]["name"] == shipped["metadata"]["name"]
     assert parse_policy(
         yaml.safe_load(shipped["data"][policy.rsplit("/", 1)[1]]), source="shipped"

@@ -330,7 +330,7 @@ def test_two_runners_apply_only_the_newest_stack_file_whatever_their_copies(
     tmp_path: Path,
     pytestconfig: pytest.Config,
 ) -> None:
-    grant_the_runners_read(admin_client, tenant.namespace)
+    grant_the_runners_read(admin_client, tenant.namespace, tenant.namespace)
     world = World(tenant, admin, admin_client, tmp_path)
     runs = Runs(world, _runner_environment(tenant))
     started = time.monotonic()
