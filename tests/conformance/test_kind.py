@@ -230,7 +230,7 @@ def _without_finish(status: dict[str, str]) -> dict[str, str]:
 def _stack_version(admin_client: client.ApiClient, namespace: str) -> str:
     """The stack ConfigMap's ``resourceVersion`` as the API server holds it now."""
     found = client.CoreV1Api(admin_client).read_namespaced_config_map("infercrane-stack", namespace)
-    return str(found.metadata.resourceVersion)  # type: ignore[union-attr]
+    return str(found.metadata.resource_version)  # type: ignore[union-attr]
 
 
 def _runner_container(
