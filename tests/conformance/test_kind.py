@@ -303,7 +303,8 @@ def _refused_leaving_every_replica(
     )
     named_key = [replica("runner-r0", gpu=gpu, model="$(VLLM_API_KEY)")]
     bulk = _bulk_document(namespace, gpu, settings)
-    source = f"ConfigMap/{namespace}/infercrane-stack"
+    # Refused as the kubelet's copy says it, before the ConfigMap is read.
+    source = f"{PROJECT_DIR}/stacks/{runner.key()}"
     pod = runner.pod()
     peaks = []
     typo = stack_document(namespace, kept, **settings).replace(
