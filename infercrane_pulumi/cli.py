@@ -56,7 +56,7 @@ from infercrane_pulumi.errors import (
     InferCraneError,
     InternalError,
 )
-from infercrane_pulumi.intents import PolicySettings, StackConfig
+from infercrane_pulumi.intents import KubernetesSettings, PolicySettings, StackConfig
 from infercrane_pulumi.review import comments, offline_diff
 
 Connect = Callable[[Any], client.Cluster]
@@ -458,14 +458,20 @@ def main(
     args = parser().parse_args(argv)
     args.format = getattr(args, "format", "table")
     ctx = Context(connect, environ, stderr)
+    where: dict[str, KubernetesSettings] = {}  # the status's settings, kept between runs
     if getattr(args, "every", None) is None:
-        return _once(args, ctx, stdout)
+        return _once(args, ctx, stdout, where)
     return reconcile.until_terminated(
-        lambda: _once(args, ctx, stdout), watched=_stack_file(args), every=args.every
+        lambda: _once(args, ctx, stdout, where), watched=_stack_file(args), every=args.every
     )
 
 
-def _once(args: argparse.Namespace, ctx: Context, stdout: TextIO) -> int:
+def _once(
+    args: argparse.Namespace,
+    ctx: Context,
+    stdout: TextIO,
+    where: dict[str, KubernetesSettings],
+) -> int:
     """One command: its result (or its one classified error) rendered, its exit code."""
     as_json = args.json or args.format == "json"
     try:
@@ -477,27 +483,40 @@ def _once(args: argparse.Namespace, ctx: Context, stdout: TextIO) -> int:
         out = stdout if as_json else ctx.stderr
         views.emit_error(error, command=args.command, as_json=as_json, out=out)
         out.flush()
-        _report(args, ctx, views.error_envelope(error, command=args.command))
+        _report(args, ctx, views.error_envelope(error, command=args.command), where)
         return EXIT_CODES[error.code]
     views.emit(result, as_json=as_json, out=stdout)
     stdout.flush()
-    _report(args, ctx, views.envelope(result))
+    _report(args, ctx, views.envelope(result), where)
     if result.exit_code is not None:
         return result.exit_code
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def _report(args: argparse.Namespace, ctx: Context, envelope: Mapping[str, Any]) -> None:
-    """With ``--status-configmap``: the run's envelope in its status object. A status that
-    cannot be written changes no exit code (the run's outcome is the run's); it is said in
-    one line on stderr, and the next run writes it again."""
+def _report(
+    args: argparse.Namespace,
+    ctx: Context,
+    envelope: Mapping[str, Any],
+    where: dict[str, KubernetesSettings],
+) -> None:
+    """With ``--status-configmap``: the run's envelope in its status object, where the stack
+    file's settings say; a file refused whole (YAML that cannot be read, aliases past the
+    bound) says nothing of them, so its refusal goes where the last file that did put it
+    (``where``, kept by the loop). A status that cannot be written changes no exit code (the
+    run's outcome is the run's); it is said in one line on stderr, and the next run writes it
+    again."""
     name = getattr(args, "status_configmap", None)
     if name is None:
         return
     path = _stack_file(args)
     finished_at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
-        settings = parse_stack_settings(read_settled(path), source=str(path))
+        try:
+            where[name] = parse_stack_settings(read_settled(path), source=str(path))
+        except ConfigError:
+            if name not in where:
+                raise
+        settings = where[name]
         cluster = ctx.connect(
             kubeconfigs.resolved(settings, kubeconfigs.from_environment(ctx.environ))
         )

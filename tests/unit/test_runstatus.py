@@ -3,6 +3,7 @@ envelope it prints; a failed run keeps what is applied; a look-alike is never ch
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane_pulumi import errors, views
+from infercrane_pulumi import cli, config_files, errors, views
 from infercrane_pulumi.cluster import runstatus
 from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.kinds import CONFIG_MAP
@@ -249,3 +250,28 @@ def test_a_status_that_cannot_be_written_is_one_line_on_stderr_and_changes_no_ex
         f"up: status not written: ownership-conflict: ConfigMap/{NS}/{STATUS}: exists and is "
         f"not the run status of stack {NS}; left unchanged\n"
     )
+
+
+def test_a_file_refused_whole_is_reported_where_the_last_file_put_the_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An alias bomb (or YAML that cannot be read) names no settings: the loop's next run
+    reports it where the runs before it did, instead of nowhere (found on Kind)."""
+    path = stack_file(tmp_path, {"infercrane:kubernetes": KUBERNETES})
+
+    def engine(stack: Path, *_: Any, **__: Any) -> StackChanges:
+        config_files.parse_stack_settings(stack.read_text(), source=str(stack))  # a bomb: no
+        return APPLIED
+
+    monkeypatch.setattr("infercrane_pulumi.cli.run_stack_file", engine)
+    transport = Recording()
+    flags = ["--stack", NS, "--project-dir", str(tmp_path), "--status-configmap", STATUS]
+    args = cli.parser().parse_args(["up", *flags, "--json"])
+    args.format = "table"
+    ctx = cli.Context(lambda _: Cluster(transport), ENVIRON, io.StringIO())
+    where: dict[str, Any] = {}
+    assert cli._once(args, ctx, io.StringIO(), where) == 0
+    path.write_text("config: &a [*a]\n")  # an alias of itself: no settings in it
+    assert cli._once(args, ctx, io.StringIO(), where) == errors.EXIT_CODES["invalid-config"]
+    assert [body["data"]["result"] for body in transport.bodies] == ["applied", "failed"]
+    assert transport.bodies[-1]["data"]["error"] == "invalid-config"
