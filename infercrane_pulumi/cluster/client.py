@@ -134,8 +134,8 @@ def raise_for_status(response: Response, what: str) -> None:
 
 @dataclass
 class Cluster:
-    """Reads and dry-runs against one API server, under one identity (and the runner's
-    status object, its one write outside the engine: ``cluster.runstatus``)."""
+    """One API server under one identity: reads, dry-runs, deletions by uid (the run's own),
+    and the one apply outside the engine, the runner's status object (``cluster.runstatus``)."""
 
     transport: Transport
     context: str = ""
