@@ -124,9 +124,9 @@ if [[ -n ${PYTEST_ARGS-} ]]; then
   "$py" -m pytest -rs $PYTEST_ARGS
   exit 0
 fi
-"$py" -m pytest -rs -m "not kserve_controller and not kind and not newest_cli"
+"$py" -m pytest -rs --durations=30 -m "not kserve_controller and not kind and not newest_cli"
 wait_job kind-prepare "Kind's tools and images"
-start_tests kind-tests -m kind
+start_tests kind-tests --durations=20 -m kind
 # The built wheel on Python 3.11, 3.12 and 3.13 (lowest dependencies).
 "$py" -m infercrane_dev.pythons
 wait_job pulumi-newest-build "the newest Pulumi CLI's build"

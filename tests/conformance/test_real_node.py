@@ -299,8 +299,11 @@ def test_a_revision_change_stops_the_old_server_before_the_new_one_starts(
 
         wait_for(sample, timeout=READY_SECONDS, what=f"{key} ready on revision r2")
 
-    # `ready` is never reported while the old revision serves.
-    assert [s for s in samples if s[0] == "ready" and s[1] != "r2"] == []
+    # `ready` is never reported while the old revision serves. Nothing answering is no
+    # counterexample: kube-proxy programs the new Pod's endpoint about a second after it turned
+    # ready (seen in CI once, as ("ready", None)); that lag is Kubernetes', not the rollout's.
+    assert [s for s in samples if s[0] == "ready" and s[1] not in ("r2", None)] == []
+    assert samples[-1] == ("ready", "r2")
     old = {e.name for e in events if e.kind == "DELETED"}
     assert len(old) == 1, [(e.kind, e.name) for e in events]
     [new] = {e.name for e in events} - old
