@@ -9,12 +9,14 @@ holding the wheel with its ``test`` extra:
 - ``3.12``: constraints.txt's exact pins, as CI and development use them.
 - ``3.13-lowest``: every direct runtime dependency at the lower bound pyproject declares, the
   rest as pip resolves them: a control plane on Python 3.13 with other, compatible versions
-  (pydantic 2.10 where we pin 2.14, an older Kubernetes client, psycopg and PyYAML).
+  (the Pulumi SDK 3.230 where we pin 3.272, pydantic 2.10 where we pin 2.14, an older
+  Kubernetes client, psycopg and PyYAML).
 
 The wheel's checks, outside the source tree: the public API imports from the installed wheel,
 its types ship (``py.typed``) and ``infercrane-pulumi --version`` answers (in the 3.12 variant
 also as ``pipx install`` puts it on a PATH). Then the unit tests and the conformance subset
-(tests marked ``pythons``: ``NamespaceStack`` ensure/observe/destroy, the JSON CLI's up) run
+(tests marked ``pythons``: ``NamespaceStack`` ensure/observe/destroy, the JSON CLI's up, the
+engine's contracts on the pinned CLI) run
 with that interpreter and those dependencies; they import the checkout's copy of the package,
 the wheel's own source. Dev only.
 """

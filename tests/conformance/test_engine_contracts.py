@@ -18,6 +18,10 @@ with its events per key (``test_control_plane``), the JSON CLI's progress lines 
 order (``test_cli_and_faults``), the killed ``pulumi up`` (``test_lifecycle``), the policy pack's
 refusal (``test_policy_pack``) and the kubeconfig contents stored from stdin
 (``test_kubeconfig_contents``).
+
+``make test-pythons`` runs this module's pinned-CLI cases on its Pythons too (``pythons``), one
+of them with the lowest Pulumi SDK the package allows: the served program's runtime is made of
+the SDK's public runtime, and these are the behaviours that runtime meets the engine in.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from tests.conformance.test_exact_deletion import by_hand
 from tests.runguard import by_a_person
 from tests.spies import spy
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.conformance, pytest.mark.pythons]
 # What a call of the CLI is for: its first two words that are not flags.
 ENGINE_OPERATIONS = {"up", "preview", "destroy", "refresh"}
 STATE_READS = {("stack", "output"), ("stack", "export")}

@@ -1,14 +1,15 @@
-"""The Pulumi SDK's private names the run path imports, in the shapes it uses them.
+"""What the run path takes from the Pulumi SDK to serve its program, in the shapes it uses.
 
-These names are no part of the SDK's public API, which is why pyproject caps the SDK at the
-minor tested (``pulumi>=3.272.0,<3.273``): before the cap is raised, an SDK that drops or
-reshapes one fails here, by name, instead of in a control plane's first run. The program is
-served from the driver's process by subclassing the SDK's inline-program runtime
-(``pulumi.automation._server.LanguageServer``), on a gRPC server with the SDK's own options
-(``pulumi.runtime._grpc_settings``), registered through the SDK's generated gRPC code
-(``pulumi.runtime.proto``); it sends no stack trace with the resources it registers, by
-replacing ``pulumi.runtime.resource._get_stack_trace`` (``serving``). What the CLI must do with
-that runtime is tested against the real engine (``tests/conformance/test_engine_contracts.py``).
+The program is served from the driver's process by a language runtime of the run path's own
+(``automation.engine.serving``), made of the SDK's public runtime (``pulumi.runtime``'s
+``reset_options``, ``set_all_config`` and ``run_in_stack``, each in its ``__all__``) and its
+generated gRPC code (``pulumi.runtime.proto``). One private name is used where the SDK has it:
+served runs send no stack trace with the resources they register, by replacing
+``pulumi.runtime.resource._get_stack_trace``; an SDK without it costs state, not correctness.
+pyproject allows every SDK of major 3 from 3.230.0: an SDK that reshapes one of these fails
+here, by name, on the oldest (``make test-pythons``' lowest variant) or the newest SDK, instead
+of in a control plane's first run. What the CLI must do with that runtime is tested against
+the real engine (``tests/conformance/test_engine_contracts.py``).
 """
 
 from __future__ import annotations
@@ -18,34 +19,44 @@ import inspect
 from concurrent import futures
 
 import grpc
+import pulumi.runtime
 import pulumi.runtime.resource
-from pulumi.automation._server import LanguageServer
 from pulumi.runtime import resource
-from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
 from pulumi.runtime.proto import language_pb2_grpc, source_pb2
 
 from infercrane_pulumi.automation.engine import serving
 
 
-def test_the_inline_runtime_is_a_servicer_made_of_one_program_and_runs_it_synchronously() -> None:
-    # The run path calls `super().__init__(program)` and wraps `Run`, calling the SDK's on the
-    # gRPC worker's thread and closing the event loop it leaves behind once it returns.
-    assert issubclass(LanguageServer, language_pb2_grpc.LanguageRuntimeServicer)
-    assert list(inspect.signature(LanguageServer.__init__).parameters) == ["self", "program"]
-    assert list(inspect.signature(LanguageServer.Run).parameters) == [
-        "self",
-        "request",
-        "context",
-    ]
-    assert not inspect.iscoroutinefunction(LanguageServer.Run)
+def test_the_runtime_the_program_is_served_with_is_the_sdk_s_public_one() -> None:
+    public = set(pulumi.runtime.__all__)
+    assert {"reset_options", "set_all_config", "run_in_stack"} <= public
+    # The keywords and positions `serving._Runtime` passes.
+    assert {
+        "project",
+        "monitor_address",
+        "engine_address",
+        "stack",
+        "parallel",
+        "preview",
+        "organization",
+    } <= set(inspect.signature(pulumi.runtime.reset_options).parameters)
+    assert len(inspect.signature(pulumi.runtime.set_all_config).parameters) >= 2
+    assert inspect.iscoroutinefunction(pulumi.runtime.run_in_stack)
+
+
+def test_the_served_runtime_answers_every_call_the_engine_makes_of_a_client_runtime() -> None:
+    asked = ("Run", "GetRequiredPlugins", "GetRequiredPackages", "GetPluginInfo", "About")
+    servicer = language_pb2_grpc.LanguageRuntimeServicer
+    # Each is the SDK's generated method, overridden (the generated one answers UNIMPLEMENTED).
+    assert [
+        name for name in asked if getattr(serving._Runtime, name) is getattr(servicer, name)
+    ] == []
+    assert issubclass(serving._Runtime, servicer)
 
 
 def test_the_grpc_options_are_name_value_pairs_a_server_takes() -> None:
-    names = [name for name, _ in _GRPC_CHANNEL_OPTIONS]
-    # What the SDK serves its own inline programs with: gRPC's 4 MiB message limit lifted.
-    assert "grpc.max_receive_message_length" in names
     with futures.ThreadPoolExecutor(max_workers=1) as pool:
-        grpc.server(pool, options=_GRPC_CHANNEL_OPTIONS).stop(0)
+        grpc.server(pool, options=serving.GRPC_OPTIONS).stop(0)
 
 
 def test_the_generated_code_registers_a_servicer_on_a_server() -> None:

@@ -9,11 +9,11 @@ Speed and safety lean here on behaviour Pulumi does not document. Each such cont
 page docs/reference/engine-contracts.md holds the same table), what relies on it, and what
 happens without it:
 
-1. The SDK's inline-program runtime ``pulumi.automation._server.LanguageServer``, its gRPC
-   options ``pulumi.runtime._grpc_settings._GRPC_CHANNEL_OPTIONS`` and the function its
-   registrations take their stack trace from, ``pulumi.runtime.resource._get_stack_trace``
-   (``serving``). Without them the package fails to import: ``pyproject.toml`` caps the SDK at
-   the versions tested.
+1. The SDK's public runtime (``pulumi.runtime``'s ``reset_options``, ``set_all_config``,
+   ``run_in_stack``) and its generated gRPC code, of which ``serving`` makes the runtime it
+   serves, and, where the SDK has it, the private function its registrations take their stack
+   trace from, ``pulumi.runtime.resource._get_stack_trace``. Without that function a served
+   run's resources carry the SDK's stack trace: more state, never a wrong answer.
 2. ``pulumi up|preview|destroy --client ADDR --exec-kind auto.inline``, flags ``--help`` does
    not list but the SDK's own Automation API passes (``serving``), with ``ADDR`` a gRPC
    ``unix:PATH`` (the CLI dials it as any gRPC target). Without them every run fails

@@ -3,10 +3,11 @@
 The Pulumi CLI would otherwise start a language host and a fresh interpreter that imports the
 program, the SDK and pulumi-kubernetes again on every run: most of a small run's fixed cost
 (benchmarks/results/history-until-2026-12.md). The CLI's ``--client`` flag instead points the engine
-at a language runtime that is already running; this is the Automation API's own inline-program
-runtime (``pulumi.automation._server``, which ``Stack.up`` serves the same way), here for exactly
-one CLI run. The SDK keeps each run's state in context variables, so runs of several stacks may
-be served at once.
+at a language runtime that is already running, as the Automation API's inline programs do; here
+the runtime is this module's own, for exactly one CLI run, made of the SDK's public runtime
+(``pulumi.runtime``: ``reset_options``, ``set_all_config``, ``run_in_stack``) and its generated
+gRPC code, so that any SDK of major 3 from 3.230 serves it. The SDK keeps each run's state in
+context variables, so runs of several stacks may be served at once.
 
 It listens on a Unix socket in the run's private directory (0700), not on a loopback port: a
 port answers every process of the host, and a ``Run`` asked by any of them would run the program
@@ -19,16 +20,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
+import platform
+import sys
+import traceback
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
 from typing import Any
 
 import grpc
+import pulumi
+import pulumi.runtime
 import pulumi.runtime.resource
-from pulumi.automation._server import LanguageServer
-from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
-from pulumi.runtime.proto import language_pb2_grpc, source_pb2
+from pulumi.runtime.proto import language_pb2, language_pb2_grpc, plugin_pb2, source_pb2
 
 from infercrane_pulumi import private_dirs
 
@@ -36,55 +41,111 @@ SOCKET = "program.sock"  # in the run's private directory
 MAX_SOCKET_PATH = 107  # bytes of a Unix socket's path (sun_path, its NUL aside)
 SHORT_BASE = Path("/tmp")  # where a socket goes when the run's directory is too deep
 _SHORT = "infercrane-socket-"
+# gRPC's 4 MiB message cap lifted, as the SDK serves its own programs: the engine hands the
+# whole configuration in one message (a stack of ~14,000 intents is 1 MiB), and a registration
+# answers with a resource's whole state. A queued request may wait for a busy program's event
+# loop far longer than gRPC's default 30 s before it is cancelled (failing the run).
+GRPC_OPTIONS = (
+    ("grpc.max_receive_message_length", 400 * 1024 * 1024),
+    ("grpc.server_max_unrequested_time_in_server", 30 * 60),
+)
 
 # With every resource it registers, the SDK sends the Python stack that registered it, and the
 # engine keeps it in the resource's state: here about 25 frames (the program's, the SDK's,
 # asyncio's, the runtime's) as paths of the driver's machine, 2.5 KB per resource, a quarter of
 # an intent's state, read, written and kept in history by every run. A served program
 # registers every resource from the same two lines of ``program.py``, so the stack tells a
-# reader nothing: served runs send none. Other programs in the process keep the SDK's.
+# reader nothing: served runs send none. Other programs in the process keep the SDK's. The
+# function is the SDK's private name (3.230 to 3.272 have it): an SDK without it registers
+# with whatever stack it sends, which costs state, not correctness.
 _served = contextvars.ContextVar("infercrane_served", default=False)
-_sdk_stack_trace = pulumi.runtime.resource._get_stack_trace
+_sdk_stack_trace: Callable[[], source_pb2.StackTrace] | None = getattr(
+    pulumi.runtime.resource, "_get_stack_trace", None
+)
 
 
 def _stack_trace() -> source_pb2.StackTrace:
+    assert _sdk_stack_trace is not None  # only installed over the SDK's own
     return source_pb2.StackTrace() if _served.get() else _sdk_stack_trace()
 
 
-pulumi.runtime.resource._get_stack_trace = _stack_trace
+if _sdk_stack_trace is not None:
+    pulumi.runtime.resource._get_stack_trace = _stack_trace
 
 
-class _Runtime(LanguageServer):
-    """The SDK's runtime, but every run's event loop is closed however the run ended.
-
-    When the engine goes away mid-run (an API server gone, a run stopped), the SDK's own
-    cleanup stops at the first error of a cancelled task and leaves the loop open with the
-    program's tasks in it: two descriptors and the run's objects, per such run, for as long as
-    the driver lives (seen in ``test_cli_and_faults``). The leftover tasks are cancelled here
-    instead; whatever they raise has no engine left to report to."""
+class _Runtime(language_pb2_grpc.LanguageRuntimeServicer):
+    """The language runtime of one served program: the engine's ``Run`` runs it in an event
+    loop of its own, in a copy of the context (several runs at once), and the loop is closed
+    with whatever the program left in it however the run ended, even when the engine went
+    away mid-run (an API server gone, a run stopped): otherwise two descriptors and the run's
+    objects stay, per such run, for as long as the driver lives (seen in
+    ``test_cli_and_faults``)."""
 
     def __init__(self, program: Callable[[], None]) -> None:
-        self.loops: list[asyncio.AbstractEventLoop] = []
+        self.program = program
 
-        def in_its_loop() -> None:
-            self.loops.append(asyncio.get_running_loop())
-            _served.set(True)  # in this run's context only
-            program()
+    def GetRequiredPlugins(self, request: Any, context: Any) -> Any:
+        return language_pb2.GetRequiredPluginsResponse()  # the engine's own default ones
 
-        super().__init__(in_its_loop)
+    def GetRequiredPackages(self, request: Any, context: Any) -> Any:
+        return language_pb2.GetRequiredPackagesResponse()
+
+    def GetPluginInfo(self, request: Any, context: Any) -> Any:
+        return plugin_pb2.PluginInfo()
+
+    def About(self, request: Any, context: Any) -> Any:
+        return language_pb2.AboutResponse(
+            executable=sys.executable, version=platform.python_version()
+        )
 
     def Run(self, request: Any, context: Any) -> Any:
+        return contextvars.copy_context().run(self._run, request)
+
+    def _run(self, request: Any) -> Any:
+        pulumi.runtime.reset_options(
+            project=request.project,
+            monitor_address=request.monitor_address,
+            engine_address=request.args[0] if request.args else "",
+            stack=request.stack,
+            parallel=request.parallel,
+            preview=request.dryRun,
+            organization=request.organization or "organization",
+        )
+        if request.config:
+            secret = list(request.configSecretKeys) or None
+            pulumi.runtime.set_all_config(dict(request.config), secret)
+        _served.set(True)  # in this run's context only
+        # A task the engine's end left unobserved says so on asyncio's logger, to nobody.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        loop = asyncio.new_event_loop()
+        # Registrations wait on the engine in the loop's executor: room for the engine's
+        # parallelism several times over, as the SDK's own hosts give it.
+        loop.set_default_executor(
+            futures.ThreadPoolExecutor(max_workers=max(request.parallel, 1) * 4)
+        )
         try:
-            return super().Run(request, context)  # type: ignore[no-untyped-call]
+            loop.run_until_complete(pulumi.runtime.run_in_stack(self.program))
+            return language_pb2.RunResponse()
+        except pulumi.RunError as error:
+            return _failed(str(error))
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.UNAVAILABLE:  # the engine is gone: nobody to tell
+                return language_pb2.RunResponse()
+            return _failed(f"RPC error: {error.details()}")
+        except BaseException as error:  # every failure is the run's error, as the engine shows it
+            return _failed(f"the served program failed: {error}\n{traceback.format_exc()}")
         finally:
-            for loop in self.loops:
-                if loop.is_closed() or loop.is_running():
-                    continue
-                for task in asyncio.all_tasks(loop):
-                    task.cancel()
-                    with contextlib.suppress(BaseException):
-                        loop.run_until_complete(task)
-                loop.close()
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    loop.run_until_complete(task)
+            loop.close()
+
+
+def _failed(message: str) -> Any:
+    """The run's error, also logged to the engine, which shows it as the run's diagnostic."""
+    pulumi.log.error(message)
+    return language_pb2.RunResponse(error=message)
 
 
 @contextlib.contextmanager
@@ -92,7 +153,7 @@ def serving(program: Callable[[], None], directory: Path) -> Iterator[tuple[str,
     """Serve ``program`` until the block ends, on a socket in ``directory`` (private to this
     user: the run's own); yields the CLI flags that run it."""
     pool = futures.ThreadPoolExecutor(max_workers=4)
-    server = grpc.server(pool, options=_GRPC_CHANNEL_OPTIONS)
+    server = grpc.server(pool, options=GRPC_OPTIONS)
     language_pb2_grpc.add_LanguageRuntimeServicer_to_server(_Runtime(program), server)
     socket = directory.resolve() / SOCKET
     own = None
