@@ -170,7 +170,7 @@ def run_stack(args: argparse.Namespace, ctx: Context) -> views.Result:
     return views.Result(
         args.command,
         True,
-        data=comments.stack_json(result),
+        data=views.stack_changes(result),
         header=header,
         rows=rows,
         footer=views.summary_line(result),
@@ -208,7 +208,7 @@ def diff(args: argparse.Namespace, ctx: Context) -> views.Result:
     return views.Result(
         "diff",
         True,
-        data=[comments.stack_json(stack) for stack in stacks],
+        data=[views.stack_changes(stack) for stack in stacks],
         text=markdown,
         exit_code=EXIT_POLICY if gate else None,
     )

@@ -3,8 +3,8 @@
 Handlers of the command line return a ``Result``; ``emit``/``emit_error`` are the one renderer
 (a table, YAML or Markdown text, or with ``--json`` the envelope), writing to the stream they
 are given. The JSON shapes are the ones ``schemas/`` describes, so a control plane in any
-language can rely on them; a stack's change has one (``review.comments.stack_json``), whatever
-command made it. Progress lines carry the engine's diagnostics sanitized as the run's errors
+language can rely on them; a stack's change has one (``stack_changes``), whatever command made
+it. Progress lines carry the engine's diagnostics sanitized as the run's errors
 are (``failures.sanitized``).
 """
 
@@ -23,8 +23,10 @@ from infercrane_pulumi.automation.results import EngineEvent, StackResult, step_
 from infercrane_pulumi.cluster.doctor import DoctorRow
 from infercrane_pulumi.cluster.observe import ReplicaObservation, conditions_summary
 from infercrane_pulumi.errors import InferCraneError
+from infercrane_pulumi.review.changes import PolicyFinding, StackChanges
 
 ENVELOPE_VERSION = "infercrane.dev/cli/v2"
+DIFF_VERSION = "infercrane.dev/diff/v2"
 PROGRESS_VERSION = "infercrane.dev/progress/v1"
 Table = tuple[list[str], list[list[str]]]
 
@@ -53,6 +55,72 @@ def error_envelope(error: InferCraneError, *, command: str) -> dict[str, Any]:
     """``error`` of ``command`` as ``--json`` prints it."""
     head = {"apiVersion": ENVELOPE_VERSION, "command": command, "ok": False}
     return head | {"error": error.to_record()}
+
+
+def _finding_json(found: PolicyFinding) -> dict[str, Any]:
+    return found.finding.to_record() | {"status": found.status}
+
+
+def stack_changes(changes: StackChanges) -> dict[str, Any]:
+    """A stack's change as its one JSON value (``schemas/diff.schema.json``, ``stackChanges``):
+    the command line's result of ``diff``, ``preview``, ``up``, ``remove`` and ``destroy``, the
+    runner's status object, and the pull-request workflow's JSON for tools."""
+    summary = changes.summary
+    return {
+        "apiVersion": DIFF_VERSION,
+        "operation": changes.operation,
+        "project": changes.project,
+        "stack": changes.stack,
+        "namespace": changes.namespace,
+        "summary": {
+            "add": summary.add,
+            "change": summary.change,
+            "destroy": summary.destroy,
+            "same": summary.same,
+            "changes": summary.changes,
+        },
+        "replicas": [
+            {
+                "externalKey": replica.external_key,
+                "change": replica.change,
+                "resourceId": replica.resource_id,
+                "endpoint": replica.endpoint,
+                "objects": [
+                    {
+                        "kind": o.kind,
+                        "name": o.name,
+                        "uid": o.uid,
+                        "change": o.change,
+                        "fields": list(o.fields),
+                        "diff": o.diff,
+                    }
+                    for o in replica.objects
+                ],
+                "policy": [_finding_json(f) for f in changes.findings_of(replica.external_key)],
+                "reasons": list(replica.reasons),
+            }
+            for replica in changes.replicas
+        ],
+        "renames": [{"oldKey": r.old_key, "newKey": r.new_key} for r in changes.renames],
+        "drift": [
+            {
+                "externalKey": d.external_key,
+                "kind": d.kind,
+                "name": d.name,
+                "fields": list(d.fields),
+                "gone": d.gone,
+            }
+            for d in changes.drift
+        ],
+        "left": [
+            {"externalKey": o.external_key, "kind": o.kind, "name": o.name, "reason": o.reason}
+            for o in changes.left
+        ],
+        "notes": list(changes.notes),
+        "verifiedUnchanged": changes.verified_unchanged,
+        "policy": [_finding_json(f) for f in changes.findings_of(None)],
+        "desiredVersion": None if changes.desired is None else changes.desired.record(),
+    }
 
 
 def emit(result: Result, *, as_json: bool, out: TextIO) -> None:

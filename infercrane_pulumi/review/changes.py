@@ -1,7 +1,7 @@
 """What a change does to one stack, per external key: the one change model of the project.
 
 Every output that says what changes reads it, as one type (``StackChanges``) with one JSON
-rendering (``comments.stack_json``): the per-key results of ``preview``/``up``/``remove``/
+rendering (``views.stack_changes``): the per-key results of ``preview``/``up``/``remove``/
 ``destroy`` (``automation.results``, from the engine's events, where it is named
 ``StackResult``), the JSON command line, the offline diff (objects rendered at a base ref and
 at head, no cluster) and both pull-request comments. Pure: objects in, values out.

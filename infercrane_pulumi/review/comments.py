@@ -1,4 +1,5 @@
-"""How a change reads in a pull request: one Markdown comment for people, JSON for tools.
+"""How a change reads in a pull request: one Markdown comment for people (its JSON for tools is
+the command line's, ``views.stack_changes``).
 
 The comment follows what reviewers know from Pulumi's and Terraform's PR bots. Its first line is
 a fixed heading, so a workflow finds its own comment and edits it in place. The one-line result
@@ -16,7 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from infercrane_pulumi.review.changes import (
     Drift,
@@ -29,7 +29,6 @@ from infercrane_pulumi.review.changes import (
 COMMENT_LIMIT = 64_000
 # A workflow may skip posting a new comment when it finds this line (nothing changes anywhere).
 NO_CHANGES_MARKER = "<!-- infercrane:no-changes -->"
-DIFF_VERSION = "infercrane.dev/diff/v2"
 
 # Characters that Markdown or HTML would read as markup, spelled as character references.
 _MARKUP = {ch: f"&#{ord(ch)};" for ch in "&<>\"'`*_[]|~\\#!"}
@@ -47,71 +46,6 @@ def code(value: str) -> str:
 def heading(changes: StackChanges) -> str:
     """The stack's heading: the first line of its own comment, fixed for the stack."""
     return f"#### InferCrane `{changes.operation}` on {text(changes.project)}/{text(changes.stack)}"
-
-
-def _finding_json(found: PolicyFinding) -> dict[str, Any]:
-    return found.finding.to_record() | {"status": found.status}
-
-
-def stack_json(changes: StackChanges) -> dict[str, Any]:
-    """A stack's change as its one JSON value (``schemas/diff.schema.json``, ``stackChanges``;
-    the command line's result of ``preview``, ``up``, ``remove`` and ``destroy`` too)."""
-    summary = changes.summary
-    return {
-        "apiVersion": DIFF_VERSION,
-        "operation": changes.operation,
-        "project": changes.project,
-        "stack": changes.stack,
-        "namespace": changes.namespace,
-        "summary": {
-            "add": summary.add,
-            "change": summary.change,
-            "destroy": summary.destroy,
-            "same": summary.same,
-            "changes": summary.changes,
-        },
-        "replicas": [
-            {
-                "externalKey": replica.external_key,
-                "change": replica.change,
-                "resourceId": replica.resource_id,
-                "endpoint": replica.endpoint,
-                "objects": [
-                    {
-                        "kind": o.kind,
-                        "name": o.name,
-                        "uid": o.uid,
-                        "change": o.change,
-                        "fields": list(o.fields),
-                        "diff": o.diff,
-                    }
-                    for o in replica.objects
-                ],
-                "policy": [_finding_json(f) for f in changes.findings_of(replica.external_key)],
-                "reasons": list(replica.reasons),
-            }
-            for replica in changes.replicas
-        ],
-        "renames": [{"oldKey": r.old_key, "newKey": r.new_key} for r in changes.renames],
-        "drift": [
-            {
-                "externalKey": d.external_key,
-                "kind": d.kind,
-                "name": d.name,
-                "fields": list(d.fields),
-                "gone": d.gone,
-            }
-            for d in changes.drift
-        ],
-        "left": [
-            {"externalKey": o.external_key, "kind": o.kind, "name": o.name, "reason": o.reason}
-            for o in changes.left
-        ],
-        "notes": list(changes.notes),
-        "verifiedUnchanged": changes.verified_unchanged,
-        "policy": [_finding_json(f) for f in changes.findings_of(None)],
-        "desiredVersion": None if changes.desired is None else changes.desired.record(),
-    }
 
 
 @dataclass(frozen=True)

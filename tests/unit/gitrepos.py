@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from infercrane_pulumi.review import comments
+from infercrane_pulumi import views
 from infercrane_pulumi.review.offline_diff import diff_command
 from tests.unit import samples
 
@@ -78,4 +78,4 @@ def diff_json(
 ) -> tuple[list[dict[str, Any]], str]:
     """The offline diff as ``diff --json`` prints it (one document per stack), and its comment."""
     stacks, markdown = diff_command(base=base, configs=configs, repo=repo)
-    return [comments.stack_json(stack) for stack in stacks], markdown
+    return [views.stack_changes(stack) for stack in stacks], markdown

@@ -26,7 +26,7 @@ from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.config_files import load_stack_file, stack_file
 from infercrane_pulumi.intents import PolicySettings, RuleId, StackConfig
 from infercrane_pulumi.kinds import DEPLOYMENT, POD, SERVICE
-from infercrane_pulumi.review import comments, offline_diff
+from infercrane_pulumi.review import offline_diff
 from tests.unit import samples
 from tests.unit.fake_cluster import FakeTransport
 from tests.unit.fake_stacks import serve
@@ -386,7 +386,7 @@ def test_remove_runs_what_the_stack_applied_without_the_key_never_pending_edits(
         "infercrane:policy": {"enforcement": dict.fromkeys(get_args(RuleId), "disabled")},
     }
     assert runs == [("up", expected, APPLIED_RECORD, what_the_program_reads)] * 2
-    assert valid_envelope(out)["result"] == comments.stack_json(
+    assert valid_envelope(out)["result"] == views.stack_changes(
         results.stack_result("up", "demo", expected, [])
     )
 

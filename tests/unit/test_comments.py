@@ -185,7 +185,7 @@ def test_too_many_stacks_for_the_limit_are_truncated_saying_how_much() -> None:
 
 def test_the_json_follows_the_shipped_schema_whole() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
-    document = comments.stack_json(STACK)
+    document = views.stack_changes(STACK)
     jsonschema.Draft202012Validator(SCHEMA).validate(document)
     jsonschema.Draft202012Validator(SCHEMA).validate([document, document])
     assert [(r["externalKey"], r["change"]) for r in document["replicas"]] == [
@@ -260,7 +260,7 @@ def test_the_json_follows_the_shipped_schema_whole() -> None:
         }
     )
     read = DesiredVersion("ConfigMap/prod/infercrane-stack", "u-1", "42")
-    applied = comments.stack_json(dataclasses.replace(STACK, desired=read))
+    applied = views.stack_changes(dataclasses.replace(STACK, desired=read))
     jsonschema.Draft202012Validator(SCHEMA).validate(applied)
     assert applied["desiredVersion"] == {
         "source": "ConfigMap/prod/infercrane-stack",
@@ -288,7 +288,7 @@ def test_the_envelope_holds_the_one_shape_of_a_stack_change() -> None:
     assert {name: envelope["$defs"][name] for name in SCHEMA["$defs"]} == SCHEMA["$defs"]
     assert envelope["properties"]["apiVersion"] == {"const": "infercrane.dev/cli/v2"}
     assert SCHEMA["$defs"]["stackChanges"]["properties"]["apiVersion"] == {
-        "const": comments.DIFF_VERSION
+        "const": views.DIFF_VERSION
     }
 
 

@@ -16,7 +16,6 @@ from infercrane_pulumi.cluster import runstatus
 from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.kinds import CONFIG_MAP
 from infercrane_pulumi.records import DesiredVersion
-from infercrane_pulumi.review import comments
 from infercrane_pulumi.review.changes import KeyChange, StackChanges
 from tests.unit.fake_cluster import FakeTransport
 from tests.unit.test_cli import run
@@ -58,7 +57,7 @@ APPLIED_DATA = {
 
 
 def applied_envelope() -> dict[str, Any]:
-    return views.envelope(views.Result("up", True, data=comments.stack_json(APPLIED)))
+    return views.envelope(views.Result("up", True, data=views.stack_changes(APPLIED)))
 
 
 def refused_envelope() -> dict[str, Any]:
