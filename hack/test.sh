@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# `make test`, in the order that hides the slowest builds: every tool family but KServe's,
-# Kind's and the newest Pulumi CLI's is built first (the Makefile's prerequisite); KServe's (802 s
-# of CPU cold; 381 s beside the rest in a cold .ci/run on a fresh VM), the newest Pulumi CLI
-# (75 s of CPU on the Go build cache the other families leave, 391 s from an empty one), and
-# Kind's tools with what its cluster is made of (`python -m infercrane_dev.kind prepare`; since
-# issue 50 also the runner image, about 25 s from a warm pip cache, and PostgreSQL's, about 3 s
-# once its 45 pinned .debs, about 40 MB, are fetched), then build in the background, niced, while lint, the Go tests, every test not marked
-# kserve_controller, kind or newest_cli (1290 s there; much of it waiting on API servers and Pods)
-# and the wheel on every supported Python (infercrane_dev/pythons.py, 293 s with a warm pip
-# cache) run. Then the Kind tests (their runner scenarios about 70 s, the node restarts about
-# 150 s, the token's two rotations about 16 min from the module's start, the other scenarios
-# running meanwhile: about 21 min) run in the background, beside the wheel's Python matrix and
-# the engine-contract cases on the newest CLI, so that the rotations' wait costs little; the
-# tests that run KServe's controller (161 s) run last (they may not run beside Kind or the real
-# node's scenarios: they share the machine's real-node lock). PYTEST_ARGS (a selection) runs one
-# pytest after the builds instead. Either way a failed build or test job fails the run, with its
-# log. A whole cold .ci/run so arranged took about 75 min (docs/explanation/performance.md).
+# `make test`, in the order that hides the slowest builds and the Kind tests' waiting: every tool
+# family but KServe's, Kind's and the newest Pulumi CLI's is built first (the Makefile's
+# prerequisite). Then, in the background: Kind's tools with what its cluster is made of
+# (`python -m infercrane_dev.kind prepare`: the runner image, PostgreSQL's, the node image's
+# parts), niced; KServe's family (802 s of CPU cold) and the newest Pulumi CLI (75 s of CPU on
+# the Go build cache the other families leave, 391 s from an empty one), niced further, as they
+# are needed last. Meanwhile lint, the Go tests and the real node's scenarios (marked real_node)
+# run in the foreground; they must finish before a Kind cluster starts, as both take the
+# machine's one real-node lock. Then the rest of the suite (every test not marked real_node,
+# kserve_controller, kind or newest_cli; much of it waiting on API servers and Pods) runs in the
+# background, and the Kind tests beside it as soon as Kind's parts are ready (their runner
+# scenarios about 70 s, the node restarts about 150 s, the token's two rotations about 16 min
+# from the module's start, the other scenarios running meanwhile: about 21 min, mostly waiting).
+# After the main suite, the wheel on every supported Python (infercrane_dev/pythons.py) and the
+# engine-contract cases on the newest CLI run, beside the Kind tests' end; the tests that run
+# KServe's controller (161 s) run last (they share the real-node lock too). PYTEST_ARGS (a
+# selection) runs one pytest after the builds instead. Either way a failed build or test job
+# fails the run, with its log. docs/explanation/performance.md has what a cold .ci/run took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make=${MAKE:-make}
@@ -25,12 +26,12 @@ mkdir -p .infercrane
 started=$(date +%s)
 declare -A background=()
 
-# start_job <name> <command...>: in the background, niced, in its own process group (so that an
-# interrupted run stops its go processes too), output to .infercrane/<name>.log.
+# start_job <name> <niceness> <command...>: in the background, niced, in its own process group
+# (so that an interrupted run stops its go processes too), output to .infercrane/<name>.log.
 start_job() {
-  local name=$1
-  shift
-  setsid nice -n 10 "$@" >".infercrane/$name.log" 2>&1 &
+  local name=$1 niceness=$2
+  shift 2
+  setsid nice -n "$niceness" "$@" >".infercrane/$name.log" 2>&1 &
   background[$name]=$!
 }
 # start_tests <name> <pytest args...>: a pytest in the background at normal priority (its
@@ -81,14 +82,14 @@ wait_job() {
   echo "test.sh: $what ready $(($(date +%s) - started))s after make test started it"
 }
 
-start_job kserve-build hack/tools/build.sh --only kserve
-start_job pulumi-newest-build hack/tools/build.sh --only pulumi-newest
+start_job kserve-build 19 hack/tools/build.sh --only kserve
+start_job pulumi-newest-build 19 hack/tools/build.sh --only pulumi-newest
 # Kind's tools, then what its cluster is made of (the Debian base by debootstrap in a mount
 # namespace of its own, the Kubernetes and stand-in images); neither Docker nor the machine's
 # real-node lock, so the real node's scenarios run meanwhile. Where Kind cannot run (prepare
 # exits 2 saying why), the Kind test says so itself: skipped, or failed under
 # INFERCRANE_REQUIRE_TOOLS=1.
-start_job kind-prepare bash -c 'hack/tools/build.sh --only kind,coredns &&
+start_job kind-prepare 10 bash -c 'hack/tools/build.sh --only kind,coredns &&
   { .venv/bin/python -m infercrane_dev.kind prepare || (($? == 2)); }'
 
 # Every scenario runs where a control plane runs: in a process with a KUBECONFIG of its own
@@ -124,9 +125,14 @@ if [[ -n ${PYTEST_ARGS-} ]]; then
   "$py" -m pytest -rs $PYTEST_ARGS
   exit 0
 fi
-"$py" -m pytest -rs --durations=30 -m "not kserve_controller and not kind and not newest_cli"
+# The real node's scenarios first: they and a Kind cluster take the machine's one real-node lock.
+"$py" -m pytest -rs --durations=10 -m "real_node and not kserve_controller"
+# The rest of the suite, and the Kind tests beside it as soon as what their cluster is made of is
+# ready: the token's rotations keep the Kind tests waiting for most of their 21 minutes.
+start_tests main-tests --durations=30 -m "not real_node and not kserve_controller and not kind and not newest_cli"
 wait_job kind-prepare "Kind's tools and images"
 start_tests kind-tests --durations=20 -m kind
+wait_job main-tests "the main suite"
 # The built wheel on Python 3.11, 3.12 and 3.13 (lowest dependencies).
 "$py" -m infercrane_dev.pythons
 wait_job pulumi-newest-build "the newest Pulumi CLI's build"

@@ -30,7 +30,7 @@ from infercrane_dev.tests.realnode_fixtures import (
 from tests.conformance.harness import wait_for
 from tests.conformance.realnode import http_get
 
-pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.conformance, pytest.mark.real_node, pytest.mark.timeout(600)]
 
 GPU = "nvidia.com/gpu"
 LABEL = "nvidia.com/gpu.product"

@@ -33,7 +33,7 @@ from infercrane_dev.tests.realnode_fixtures import (
 )
 from tests.conformance.harness import wait_for
 
-pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.conformance, pytest.mark.real_node, pytest.mark.timeout(600)]
 
 
 def _phase(pod: Any) -> str:

@@ -31,7 +31,7 @@ from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from tests.conformance.harness import wait_for
 from tests.conformance.realnode import STANDIN_RESOURCES, http_get, state_environment
 
-pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.conformance, pytest.mark.real_node, pytest.mark.timeout(600)]
 NAMESPACE = "hardened"
 USER = 10001
 

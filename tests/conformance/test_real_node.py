@@ -29,7 +29,7 @@ from tests.conformance.backends import Tenant
 from tests.conformance.harness import Harness, intent, wait_for
 from tests.conformance.realnode import Answer, RealNode, get, wait_ready
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.conformance, pytest.mark.real_node]
 
 READY_SECONDS = 180
 ENDPOINT_SECONDS = 30
