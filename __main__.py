@@ -1,5 +1,5 @@
 """Entry point for `pulumi up` / `pulumi preview` on this project."""
 
-from infercrane_pulumi.program import main
+from infercrane_pulumi.hand_run import main
 
 main()

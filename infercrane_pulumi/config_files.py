@@ -16,7 +16,6 @@ from typing import Any
 
 import yaml
 
-from infercrane_pulumi import naming
 from infercrane_pulumi.config_rules import (
     parse_kubernetes_section,
     parse_policy,
@@ -42,6 +41,16 @@ STACK_FILE = re.compile(r"Pulumi\.(?P<stack>[^/]+)\.yaml")
 # every intent, and PyYAML's pure-Python ones take seconds over 1,000 of them.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def settings_record(settings: KubernetesSettings) -> dict[str, Any]:
+    """The settings as the stack's outputs record what a run applied (``SETTINGS_OUTPUT``) and
+    as a stack file holds them in plain text: all of them but the kubeconfig, where the
+    credentials are."""
+    record: dict[str, Any] = settings.model_dump(
+        mode="json", by_alias=True, exclude_none=True, exclude={"kubeconfig"}
+    )
+    return record
 
 
 def stack_file(directory: Path, stack: str) -> Path:
@@ -212,14 +221,14 @@ def kubeconfig_entry(path: Path) -> Any:
 
 def write_config(path: Path, config: StackConfig, *, kubeconfig: Any = None) -> None:
     """Hold ``config`` in the stack file at ``path``, the one writer of stack files: its
-    settings (``naming.settings_record``: no kubeconfig) with ``kubeconfig`` as the file's entry
+    settings (``settings_record``: no kubeconfig) with ``kubeconfig`` as the file's entry
     (a path, or Pulumi's ``secure:`` value as the file held it; None: none), its intents and
     its policy, everything else of the document kept (the encryption salt). Written aside and
     renamed, and only when it changes."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     document = load_document(text) or {}
     section = document.setdefault("config", {})
-    settings = naming.settings_record(config.kubernetes)
+    settings = settings_record(config.kubernetes)
     if kubeconfig is not None:
         settings["kubeconfig"] = kubeconfig
     section[KUBERNETES_KEY] = settings

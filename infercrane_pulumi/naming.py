@@ -29,7 +29,7 @@ ANNOTATION_CONTRACT = "infercrane.dev/provider-contract"
 ANNOTATION_INTENT_HASH = "infercrane.dev/intent-hash"
 
 # The Pulumi project every driver runs (``automation.project`` writes it), and the stack output
-# recording the settings a run applied (``settings_record``).
+# recording the settings a run applied (``config_files.settings_record``).
 PROJECT_NAME = "infercrane"
 SETTINGS_OUTPUT = "kubernetes"
 
@@ -39,16 +39,6 @@ OWNED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_NAME}={RUNTIME_NAME}"
 
 # Settings that never shape an object (where the cluster is) stay out of the intent hash.
 _LOCATION_ONLY = frozenset({"context", "kubeconfig"})
-
-
-def settings_record(settings: KubernetesSettings) -> dict[str, Any]:
-    """The settings as the stack's outputs record what a run applied (``SETTINGS_OUTPUT``) and
-    as a stack file holds them in plain text: all of them but the kubeconfig, where the
-    credentials are."""
-    record: dict[str, Any] = settings.model_dump(
-        mode="json", by_alias=True, exclude_none=True, exclude={"kubeconfig"}
-    )
-    return record
 
 
 def key_hash(external_key: str) -> str:

@@ -4,7 +4,7 @@ It reads and validates the whole stack configuration first, then judges it (``Ju
 its objects once, applies its policy (a mandatory rule broken refuses the run, an advisory one
 is a warning) and runs the ownership preflight; only then does it register the provider and the
 components, so an invalid configuration, a policy violation or a foreign object means zero
-registered resources and zero writes. ``pulumi up`` runs it in a process of its own (``main``:
+registered resources and zero writes. ``pulumi up`` runs it in a process of its own (``hand_run``:
 ``judged``); every driver serves it from its own process (``automation.engine``), handing it
 what it judged for exactly that configuration (``served``: the objects it rendered, checked and
 judged, on the API server it checked) and what it carries: a key the driver verified unchanged
@@ -28,7 +28,7 @@ from typing import Any
 
 import pulumi
 
-from infercrane_pulumi import kubeconfigs, naming, preflighted, records, workloads
+from infercrane_pulumi import config_files, kubeconfigs, naming, preflighted, records, workloads
 from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.components import ReplicaComponent, stack_provider
 from infercrane_pulumi.config_files import plain_kubeconfig_problems
@@ -50,8 +50,6 @@ OnDelete = Callable[[StackConfig, str], None]
 # (``pulumi destroy`` without ``--run-program`` then deletes nothing and forgets nothing).
 DELETE_HOOK = "infercrane-delete-by-uid"
 HOST_CONFIG_FILE_ENV = "INFERCRANE_PULUMI_CONFIG_FILE"
-# pulumi-kubernetes reads it from its own environment and forces every apply when "true".
-PATCH_FORCE = "PULUMI_K8S_ENABLE_PATCH_FORCE"
 
 
 def config_from_pulumi(given: Iterable[str] = ()) -> StackConfig:
@@ -103,7 +101,7 @@ def build_program(
     one its driver gives a stack that names none (``kubeconfigs.resolved``), for this run
     alone: several runs are served from one process at once. ``on_delete``: what the engine's
     deletion of a key's component does (a driver deletes by itself: nothing; a person's run:
-    ``delete_objects``)."""
+    ``hand_run.delete_objects``)."""
 
     def program() -> None:
         try:
@@ -132,7 +130,7 @@ def build_program(
         pulumi.export(records.WORKLOAD_API_OUTPUT, config.kubernetes.workload_api)
         # What was applied, but the credentials: a ``remove`` or an observation from any
         # process judges against it, never against a file's pending edits.
-        pulumi.export(records.SETTINGS_OUTPUT, naming.settings_record(config.kubernetes))
+        pulumi.export(records.SETTINGS_OUTPUT, config_files.settings_record(config.kubernetes))
         pulumi.export(records.REPLICAS_OUTPUT, replicas)
         for name, value in (provenance or records.Provenance()).outputs().items():
             pulumi.export(name, value)
@@ -161,16 +159,6 @@ def forgetting() -> None:
     delete_hook(lambda _key: None)
 
 
-def delete_objects(config: StackConfig, key: str) -> None:
-    """A person's run, as the engine deletes ``key``'s component: its objects, each exactly
-    ours and by the uid just read (``cluster.ownership.delete_named``)."""
-    from infercrane_pulumi.cluster import client, ownership
-
-    emptied = config.model_copy(update={"replicas": ()})
-    rendered = workloads.render(emptied, stack=stack_identity())
-    ownership.delete_named(client.connect(config.kubernetes), rendered, frozenset({key}))
-
-
 def judged(preflight: Preflight) -> Judge:
     """A configuration judged here, as a program run by hand judges it: its objects rendered
     for this stack, its policy (an advisory finding is a warning), then ``preflight``."""
@@ -185,13 +173,17 @@ def judged(preflight: Preflight) -> Judge:
 
 
 def served(
-    checked: preflighted.Checked, rendered: workloads.Rendered, findings: Sequence[Finding]
+    checked: preflighted.Checked,
+    rendered: workloads.Rendered,
+    findings: Sequence[Finding],
+    preflight: Preflight,
 ) -> Judge:
     """What the driver serving the program judged: its ``rendered`` objects, for exactly the
     configuration it ``checked``, on the API server it checked, and its advisory policy
     ``findings`` (warnings in the run's display, as a person's run shows them). A provider
     bound for another server is refused before anything is registered; another configuration
-    (none, as the driver hands over what it checked) is judged here as a person's run is."""
+    (none, as the driver hands over what it checked) is judged here as a person's run is, with
+    ``preflight`` (``hand_run.ownership_preflight``)."""
 
     def judge(config: StackConfig) -> workloads.Rendered:
         reached = kubeconfigs.identity(config.kubernetes)
@@ -201,7 +193,7 @@ def served(
                 f"run's checks read {checked.cluster}; nothing was written"
             )
         if checked.digest != preflighted.digest(config):
-            return judged(ownership_preflight)(config)
+            return judged(preflight)(config)
         warn(findings)
         return rendered
 
@@ -230,45 +222,5 @@ def warn(findings: Sequence[Finding]) -> None:
         pulumi.log.warn(f"[policy {finding.rule}] {finding.message}")
 
 
-def ownership_preflight(rendered: workloads.Rendered) -> None:
-    """The ownership rule against the configured cluster (``cluster.ownership``); an update
-    (not a preview) also deletes what the stack no longer holds. A stack emptied of intents is
-    checked too: it still deletes what it applied."""
-    # Only here: the Kubernetes client is a second of a `pulumi up`'s start.
-    from infercrane_pulumi.cluster import client, ownership
-
-    settings = rendered.config.kubernetes
-    ownership.guard(client.connect(settings), rendered, deleting=not pulumi.runtime.is_dry_run())
-
-
 def stack_identity() -> str:
     return naming.stack_identity(pulumi.get_project(), pulumi.get_stack())
-
-
-def main(environ: Mapping[str, str] = os.environ) -> None:
-    """The program as ``pulumi up`` runs it: preflight against the configured cluster, through
-    the kubeconfig the stack names, else the one ``pulumi``'s own environment names, as kubectl
-    reads it."""
-    given = load_host_config(environ)
-
-    def preflight(rendered: workloads.Rendered) -> None:
-        unforced(environ)
-        ownership_preflight(rendered)
-
-    build_program(
-        judged(preflight),
-        kubeconfig=kubeconfigs.from_environment(environ),
-        on_delete=delete_objects,
-        given=given,
-    )()
-
-
-def unforced(environ: Mapping[str, str]) -> None:
-    """Refuse an environment that lets the provider plugin take over other managers' fields:
-    a person's ``pulumi up`` runs the plugin in its own environment (the
-    drivers start it without the variable: ``automation.engine.process``)."""
-    if environ.get(PATCH_FORCE) == "true":
-        raise ConfigError(
-            f"{PATCH_FORCE}=true makes pulumi-kubernetes force its applies over other field "
-            "managers, which InferCrane never does: unset it"
-        )

@@ -2,7 +2,7 @@
 every driver.
 
 The program exports, at every run (``program``, ``components``): the namespace and workload API,
-the settings it applied (``naming.settings_record``: all but the kubeconfig) and, per external
+the settings it applied (``config_files.settings_record``: all but the kubeconfig) and, per external
 key, its ``KeyRecord``: resource ID, endpoint, the applied intent, and each object's kind, name,
 uid and generation as the apply left them. Any process sharing the backend reads them back as
 an ``Applied`` (``from_outputs``), so that ``remove``, ``observe`` and a verified no-op judge
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypedDict, TypeVar
 
-from infercrane_pulumi import naming
+from infercrane_pulumi import config_files, naming
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.intents import KubernetesSettings, PolicySettings, ReplicaIntent, StackConfig
 
@@ -147,7 +147,7 @@ class Applied:
         ``given``, which a caller that must not apply pending edits proves first (the
         ``keep`` of ``cluster.verdict``). Under no policy (``PolicySettings.judging_nothing``)."""
         settings = given if self.settings is None else self.settings
-        document = naming.settings_record(settings)
+        document = config_files.settings_record(settings)
         if given.kubeconfig is not None:
             document["kubeconfig"] = given.kubeconfig
         return parse_stack_config(

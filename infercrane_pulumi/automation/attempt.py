@@ -17,6 +17,7 @@ from infercrane_pulumi.automation import engine, failures, policypack, project, 
 from infercrane_pulumi.automation.planning import Operation, Plan
 from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.errors import InferCraneError, PolicyViolationError, StackBusyError
+from infercrane_pulumi.hand_run import ownership_preflight
 from infercrane_pulumi.intents import KubernetesSettings
 from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.program import build_program, forgetting, served
@@ -74,7 +75,7 @@ def attempt(
     program = forgetting  # a destroy's plan judged nothing: the driver deleted by itself
     if plan.checked is not None and plan.rendered is not None:
         program = build_program(
-            served(plan.checked, plan.rendered, findings),
+            served(plan.checked, plan.rendered, findings, ownership_preflight),
             kubeconfig=settings.kubeconfig,
             # The run path deletes what the engine forgets, after it (``automation.run``).
             on_delete=lambda _config, _key: None,

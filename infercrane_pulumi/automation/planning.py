@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from infercrane_pulumi import naming, preflighted, workloads
+from infercrane_pulumi import config_files, preflighted, workloads
 from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.cluster import client, ownership, preflight, verdict
 from infercrane_pulumi.records import Applied
@@ -95,9 +95,9 @@ def plan_run(
     # The engine keeps an untargeted resource the program does not register: a targeted run's
     # program registers only the keys it works on, unless the provider's settings changed (a
     # provider the engine replaces takes every resource under it along).
-    same_provider = applied.settings is not None and naming.settings_record(
+    same_provider = applied.settings is not None and config_files.settings_record(
         applied.settings
-    ) == naming.settings_record(config.kubernetes)
+    ) == config_files.settings_record(config.kubernetes)
     left_out = sorted(verified & applied.records.keys()) if targeted and same_provider else []
     return Plan(
         (REFRESH,) * refreshing,

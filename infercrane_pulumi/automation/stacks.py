@@ -169,7 +169,7 @@ def removal(
     the stack applied (for ``run.run``). Hold the stack exclusively from here to the run's end.
 
     The applied settings come from the stack's outputs, where the program records them at
-    every run (``naming.settings_record``: all but the kubeconfig, so ``settings``' kubeconfig
+    every run (``config_files.settings_record``: all but the kubeconfig, so ``settings``' kubeconfig
     is used). ``settings`` (a stack file's, a control plane's) are never applied otherwise: their
     pending edits, like pending intents, wait for the next ``up``. Outputs written before the
     settings were recorded run under ``settings`` only when every kept key is verified against

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from infercrane_pulumi import cli, errors, naming, views, workloads
+from infercrane_pulumi import cli, config_files, errors, views, workloads
 from infercrane_pulumi.automation import (
     NamespaceStack,
     PulumiEnvironment,
@@ -381,7 +381,7 @@ def test_remove_runs_what_the_stack_applied_without_the_key_never_pending_edits(
     # Not the stack file's policy (a pending edit like its intents): none, a removal only
     # deletes.
     what_the_program_reads = {
-        "infercrane:kubernetes": naming.settings_record(DEMO_CONFIG.kubernetes),
+        "infercrane:kubernetes": config_files.settings_record(DEMO_CONFIG.kubernetes),
         "infercrane:replicas": [kept.model_dump(mode="json", by_alias=True)],
         "infercrane:policy": {"enforcement": dict.fromkeys(get_args(RuleId), "disabled")},
     }

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime import rpc
 
-from infercrane_pulumi import carried, kubeconfigs, naming, workloads
+from infercrane_pulumi import carried, config_files, kubeconfigs, naming, workloads
 from infercrane_pulumi.components import PLUGIN_VERSION
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError, InferCraneError, OwnershipError
@@ -182,7 +182,7 @@ def test_stack_outputs_per_key_give_resource_id_objects_and_endpoint() -> None:
     name = "infercrane-8b51d0fee928a78116afaac0"
     assert run.outputs["namespace"] == "team-a"
     assert run.outputs["workloadApi"] == "deployment"
-    assert run.outputs["kubernetes"] == naming.settings_record(
+    assert run.outputs["kubernetes"] == config_files.settings_record(
         parse_stack_config(kubernetes, []).kubernetes
     )
     assert set(run.outputs["replicas"]) == {"dep-7-r0", "k2"}

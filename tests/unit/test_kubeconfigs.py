@@ -14,9 +14,9 @@ from infercrane_pulumi import kubeconfigs
 from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment, engine
 from infercrane_pulumi.config_rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.hand_run import unforced
 from infercrane_pulumi.intents import KubernetesSettings
 from infercrane_pulumi.kubeconfigs import ClusterIdentity
-from infercrane_pulumi.program import unforced
 from tests.unit import samples
 
 CA = b"-----BEGIN CERTIFICATE-----\nthe cluster's CA\n-----END CERTIFICATE-----\n"

@@ -31,7 +31,7 @@ RANKS = {
     "kubeconfigs": 2,
     "preflighted": 3,
     "carried": 4,
-    "records": 3,
+    "records": 4,
     "kinds": 1,
     "naming": 2,
     "podspec": 2,
@@ -61,6 +61,7 @@ RANKS = {
     "cluster.ownership": 10,
     "components": 9,
     "program": 11,
+    "hand_run": 12,
     "automation.backends": 11,
     "automation.fencing": 11,
     "automation.targets": 11,
@@ -127,7 +128,7 @@ DOORS = {
 RUN_PATH = "automation.run"
 ENGINE_DISPATCH = "automation.attempt"
 ENGINE_OPERATIONS = {"up", "preview", "destroy", "refresh"}
-PULUMI_USERS = {"components", "program"} | DOORS["pulumi.automation"]
+PULUMI_USERS = {"components", "program", "hand_run"} | DOORS["pulumi.automation"]
 
 
 def module_name(path: Path, package: str) -> str:

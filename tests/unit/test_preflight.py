@@ -19,10 +19,11 @@ from infercrane_pulumi.errors import (
     OwnershipError,
     RejectedError,
 )
+from infercrane_pulumi.hand_run import ownership_preflight
 from infercrane_pulumi.intents import StackConfig
 from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE
 from infercrane_pulumi.kubeconfigs import ClusterIdentity
-from infercrane_pulumi.program import judged, ownership_preflight, served
+from infercrane_pulumi.program import judged, served
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, config, live_copy
 from tests.unit.test_run import LISTS, STACK
@@ -221,7 +222,8 @@ def test_the_program_takes_what_its_driver_judged_only_for_the_configuration_it_
     stack = config(kubeconfig=samples.KUBECONFIG_CONTENTS)
     server = kubeconfigs.identity(stack.kubernetes)
     rendered = workloads.render(stack, stack=STACK)
-    judge = served(preflighted.Checked(preflighted.digest(stack), server), rendered, ())
+    checked = preflighted.Checked(preflighted.digest(stack), server)
+    judge = served(checked, rendered, (), ownership_preflight)
     assert judge(stack) is rendered
     assert transport.requests == []
     other = config(kubeconfig=samples.KUBECONFIG_CONTENTS, runtimeClassName="nvidia")
@@ -238,7 +240,7 @@ def test_the_program_refuses_a_provider_bound_for_another_server_than_the_driver
     elsewhere = ClusterIdentity.of("https://127.0.0.1:1", b"another CA")
     checked = preflighted.Checked(preflighted.digest(stack), elsewhere)
     with pytest.raises(ConfigError) as refused:
-        served(checked, workloads.render(stack, stack=STACK), ())(stack)
+        served(checked, workloads.render(stack, stack=STACK), (), ownership_preflight)(stack)
     reached = ClusterIdentity.of("https://127.0.0.1:6443", None)
     assert refused.value.problems == (
         f"infercrane:kubernetes.kubeconfig: the provider would reach {reached}, but this "

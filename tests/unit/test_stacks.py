@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import naming
+from infercrane_pulumi import config_files, naming
 from infercrane_pulumi.automation import stacks
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.config_rules import parse_stack_config
@@ -58,7 +58,7 @@ def outputs(settings: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "before-the-record"])
 def test_the_applied_settings_are_read_from_the_outputs(recorded: bool) -> None:
-    record_ = naming.settings_record(APPLIED.kubernetes) if recorded else None
+    record_ = config_files.settings_record(APPLIED.kubernetes) if recorded else None
     written = outputs(record_)
     assert stacks.applied(outputs_of(written)) == Applied(
         intents=APPLIED.replicas[:1],
