@@ -204,7 +204,13 @@ def test_an_unwatched_run_s_display_streams_one_engine_event_a_line(
         # Every engine event in order, one a line, to the engine's last two.
         assert [event["sequence"] for event in shown] == list(range(len(shown))), verb
         kinds = [set(event) - {"sequence", "timestamp"} for event in shown]
-        assert kinds[-2:] == [{"summaryEvent"}, {"cancelEvent"}], verb
+        # To the engine's summary and its cancel event, the last. Between them only
+        # diagnostics: the engine still reports what reaches it after the summary (seen once,
+        # in a cold CI run with the Kind tests beside it: one diagnostic event there).
+        summary = kinds.index({"summaryEvent"})
+        after = kinds[summary + 1 :]
+        assert after[-1:] == [{"cancelEvent"}], (verb, shown[summary:])
+        assert all(kind == {"diagnosticEvent"} for kind in after[:-1]), (verb, shown[summary:])
     assert [call for call in calls.read_text().splitlines() if "--event-log" in call] == []
     stack.destroy()
 
