@@ -12,11 +12,12 @@
 # background, and the Kind tests beside it as soon as Kind's parts are ready (their runner
 # scenarios about 70 s, the node restarts about 150 s, the token's two rotations about 16 min
 # from the module's start, the other scenarios running meanwhile: about 21 min, mostly waiting).
-# After the main suite, the wheel on every supported Python (infercrane_dev/pythons.py) and the
-# engine-contract cases on the newest CLI run, beside the Kind tests' end; the tests that run
-# KServe's controller (161 s) run last (they share the real-node lock too). PYTEST_ARGS (a
-# selection) runs one pytest after the builds instead. Either way a failed build or test job
-# fails the run, with its log. docs/explanation/performance.md has what a cold .ci/run took.
+# When the Kind tests end (the main suite takes about 34 min beside them), the tests that run
+# KServe's controller (161 s; they share the real-node lock too), the wheel on every supported
+# Python (infercrane_dev/pythons.py) and the engine-contract cases on the newest CLI run, still
+# beside the main suite. PYTEST_ARGS (a selection) runs one pytest after the builds instead.
+# Either way a failed build or test job fails the run, with its log.
+# docs/explanation/performance.md has what a cold .ci/run took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make=${MAKE:-make}
@@ -132,11 +133,13 @@ fi
 start_tests main-tests --durations=30 -m "not real_node and not kserve_controller and not kind and not newest_cli"
 wait_job kind-prepare "Kind's tools and images"
 start_tests kind-tests --durations=20 -m kind
-wait_job main-tests "the main suite"
-# The built wheel on Python 3.11, 3.12 and 3.13 (lowest dependencies).
-"$py" -m infercrane_dev.pythons
-wait_job pulumi-newest-build "the newest Pulumi CLI's build"
-"$py" -m pytest -rs -m newest_cli
+# Once the Kind cluster is gone, the real-node lock is free again: KServe's controller scenarios,
+# the wheel on Python 3.11, 3.12 and 3.13 (lowest dependencies) and the newest CLI's cases run
+# beside the rest of the main suite, which outlasts the Kind tests.
 wait_job kind-tests "the Kind tests"
 wait_job kserve-build "the KServe family's build"
 "$py" -m pytest -rs -m kserve_controller
+"$py" -m infercrane_dev.pythons
+wait_job pulumi-newest-build "the newest Pulumi CLI's build"
+"$py" -m pytest -rs -m newest_cli
+wait_job main-tests "the main suite"
