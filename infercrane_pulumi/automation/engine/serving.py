@@ -42,9 +42,9 @@ MAX_SOCKET_PATH = 107  # bytes of a Unix socket's path (sun_path, its NUL aside)
 SHORT_BASE = Path("/tmp")  # where a socket goes when the run's directory is too deep
 _SHORT = "infercrane-socket-"
 # gRPC's 4 MiB message cap lifted, as the SDK serves its own programs: the engine hands the
-# whole configuration in one message (a stack of ~14,000 intents is 1 MiB), and a registration
-# answers with a resource's whole state. A queued request may wait for a busy program's event
-# loop far longer than gRPC's default 30 s before it is cancelled (failing the run).
+# whole configuration in one message, and a registration answers with a resource's whole
+# state. A queued request may wait for a busy program's event loop far longer than gRPC's
+# default 30 s before it is cancelled (failing the run).
 GRPC_OPTIONS = (
     ("grpc.max_receive_message_length", 400 * 1024 * 1024),
     ("grpc.server_max_unrequested_time_in_server", 30 * 60),
