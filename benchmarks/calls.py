@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks import machine
 from benchmarks.phases import add_one, stack_of
 from benchmarks.workbench import Workbench
-from infercrane_pulumi import workloads
+from infercrane_pulumi.objects import workloads
 from infercrane_pulumi.policy import rules
 
 # The functions the issue asks to see once per run, by the names the profile gives them.

@@ -17,7 +17,6 @@ from benchmarks import scenario
 from benchmarks.progress import Progress
 from benchmarks.sampling import Usage
 from benchmarks.workbench import Workbench
-from infercrane_pulumi import kinds, naming, workloads
 from infercrane_pulumi.cluster.client import (
     APPLY_CONTENT_TYPE,
     Cluster,
@@ -26,9 +25,10 @@ from infercrane_pulumi.cluster.client import (
     raise_for_status,
 )
 from infercrane_pulumi.cluster.preflight import dry_run_refusal
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
-from infercrane_pulumi.kinds import KINDS
-from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.objects import kinds, naming, workloads
+from infercrane_pulumi.objects.kinds import KINDS
+from infercrane_pulumi.objects.manifests import Manifest
 
 GONE_POLL_SECONDS = 0.1
 

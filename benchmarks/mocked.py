@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import scenario
-from infercrane_pulumi import manifests, workloads
+from infercrane_pulumi.objects import manifests, workloads
 from tests.unit.pulumi_harness import run_program
 
 

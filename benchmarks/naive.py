@@ -22,8 +22,8 @@ from benchmarks.progress import Progress
 from benchmarks.sampling import Usage
 from benchmarks.workbench import Workbench
 from infercrane_dev import REPO_ROOT
-from infercrane_pulumi import workloads
-from infercrane_pulumi.intents import ReplicaIntent, StackConfig
+from infercrane_pulumi.config.intents import ReplicaIntent, StackConfig
+from infercrane_pulumi.objects import workloads
 
 ENTRY_POINT = "from benchmarks.naive_program import main\n\nmain()\n"
 TIMEOUT_SECONDS = 3600

@@ -13,7 +13,7 @@ from benchmarks.progress import EventCounter, Progress
 from benchmarks.sampling import Usage
 from benchmarks.workbench import Workbench
 from infercrane_pulumi.automation import NamespaceOutcome, NamespaceStack, ensure_many
-from infercrane_pulumi.intents import ReplicaIntent
+from infercrane_pulumi.config.intents import ReplicaIntent
 
 OPERATIONS = ("up", "noop")
 

@@ -19,8 +19,8 @@ from benchmarks.sampling import Usage
 from benchmarks.workbench import Workbench
 from infercrane_pulumi.automation import StackResult
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
-from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.objects.kinds import KINDS
 
 SIDES = ("ours", "floor")
 ROLLED_AT_MOST = 20

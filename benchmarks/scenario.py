@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent, StackConfig
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent, StackConfig
+from infercrane_pulumi.config.rules import parse_stack_config
 
 IMAGE = "registry.example/vllm/vllm-openai@sha256:" + "5e" * 32
 RUNTIME_ARGS = ("--max-model-len", "8192")

@@ -23,9 +23,10 @@ from infercrane_dev import DEPLOY_DIR, REPO_ROOT
 from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.toolchain import find_binary
-from infercrane_pulumi import automation, kinds
+from infercrane_pulumi import automation
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
-from infercrane_pulumi.intents import KubernetesSettings
+from infercrane_pulumi.config.intents import KubernetesSettings
+from infercrane_pulumi.objects import kinds
 
 # What a run needs beyond the control plane's own binaries (checked by LocalControlPlane).
 PULUMI_BINARIES = ("pulumi", "pulumi-language-python", "pulumi-resource-kubernetes")

@@ -22,8 +22,8 @@ from infercrane_pulumi.automation import (
     ensure_many,
     resolve_environment,
 )
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.errors import InferCraneError
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 
 
 def main() -> int:

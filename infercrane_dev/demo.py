@@ -42,12 +42,14 @@ from infercrane_dev.localcluster.realnodes import RealNodeSpec
 from infercrane_dev.localcluster.state import save_state
 from infercrane_dev.statestores import postgres
 from infercrane_dev.toolchain import find_binary
-from infercrane_pulumi import automation, views, workloads
+from infercrane_pulumi import automation
+from infercrane_pulumi.cli import views
 from infercrane_pulumi.cluster import client, doctor, observe
-from infercrane_pulumi.config_files import load_stack_file, stack_file
-from infercrane_pulumi.intents import StackConfig
-from infercrane_pulumi.kinds import SERVICE
-from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.config.files import load_stack_file, stack_file
+from infercrane_pulumi.config.intents import StackConfig
+from infercrane_pulumi.objects import workloads
+from infercrane_pulumi.objects.kinds import SERVICE
+from infercrane_pulumi.objects.manifests import Manifest
 
 PROJECT_DIR = REPO_ROOT
 DEMO_STACK = "demo"

@@ -2,8 +2,8 @@
 
 Each page is a pure function from values given as arguments to a markdown string: the
 configuration from the pydantic models (``intents``), the error codes from the registry and its
-exit-code map (``errors``), the commands from the CLI's command table (``cli``), and one page per
-JSON schema (``infercrane_pulumi/schemas``). ``pages`` gathers them from the real values;
+exit-code map (``errors``), the commands from the CLI's command table (``COMMANDS``), and one
+page per JSON schema (``infercrane_pulumi/schemas``). ``pages`` gathers them from the real values;
 ``main`` writes them to a directory. The MkDocs hook (``docs_hook``) serves the same pages to
 the build without writing them, so nothing generated is committed or can go stale.
 
@@ -22,7 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from infercrane_pulumi import cli, errors, intents
+from infercrane_pulumi import errors
+from infercrane_pulumi.cli.commands import COMMANDS, Command, parser
+from infercrane_pulumi.config import intents
 
 # Where the generated pages live inside the site (``mkdocs.yml``'s nav names them).
 REFERENCE_DIR = "reference"
@@ -195,10 +197,10 @@ def _flag_rows(command: argparse.ArgumentParser) -> list[str]:
     return rows
 
 
-def cli_page(commands: Sequence[cli.Command], *, prog: str = "infercrane-pulumi") -> str:
+def cli_page(commands: Sequence[Command], *, prog: str = "infercrane-pulumi") -> str:
     """Each command of the table: its help, its usage line and its flags, as the parser the
-    command line runs builds them (``cli.parser``), so a flag added there shows up here."""
-    root = cli.parser(commands)
+    command line runs builds them (``parser``), so a flag added there shows up here."""
+    root = parser(commands)
     lines = [
         GENERATED,
         "",
@@ -257,7 +259,7 @@ def pages(
     config: type[BaseModel],
     registry: Mapping[str, type[errors.InferCraneError]],
     exit_codes: Mapping[str, int],
-    commands: Sequence[cli.Command],
+    commands: Sequence[Command],
     schemas: Mapping[str, Schema],
 ) -> dict[str, str]:
     """Every generated page, by its path inside the site."""
@@ -277,7 +279,7 @@ def product_pages() -> dict[str, str]:
         config=intents.StackConfig,
         registry=errors.ERRORS,
         exit_codes=errors.EXIT_CODES,
-        commands=cli.COMMANDS,
+        commands=COMMANDS,
         schemas=product_schemas(),
     )
 

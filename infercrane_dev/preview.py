@@ -25,10 +25,11 @@ from infercrane_dev import DEPLOY_DIR, REPO_ROOT
 from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.toolchain import find_binary
-from infercrane_pulumi import automation, cli
+from infercrane_pulumi import automation
 from infercrane_pulumi.automation.project import write_project
-from infercrane_pulumi.config_files import parse_stack_text, stack_file
-from infercrane_pulumi.intents import KUBERNETES_KEY
+from infercrane_pulumi.cli import commands
+from infercrane_pulumi.config.files import parse_stack_text, stack_file
+from infercrane_pulumi.config.intents import KUBERNETES_KEY
 
 PASSPHRASE = "infercrane-preview-only"  # protects only this throwaway state
 
@@ -75,7 +76,7 @@ def run(*, stack: str, base: str | None) -> int:
         target.write_text(head_file)
         comment = io.StringIO()
         with contextlib.redirect_stderr(io.StringIO()):
-            code = cli.main(
+            code = commands.main(
                 [
                     "preview",
                     "--stack",

@@ -44,7 +44,7 @@ PIP = ("-m", "pip", "install", "--quiet", "--disable-pip-version-check")
 IMPORT_CHECK = """
 import pathlib, infercrane_pulumi
 from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 root = pathlib.Path(infercrane_pulumi.__file__).parent
 assert "site-packages" in str(root), root
 assert (root / "py.typed").is_file() and sorted(root.glob("schemas/*.json")), root

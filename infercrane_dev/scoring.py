@@ -29,8 +29,8 @@ from typing import Any
 import yaml
 
 from infercrane_dev import DEPLOY_DIR
-from infercrane_pulumi import manifests, workloads
-from infercrane_pulumi.config_files import load_stack_file
+from infercrane_pulumi.config.files import load_stack_file
+from infercrane_pulumi.objects import manifests, workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS_DIR = ROOT / "tests" / "fixtures" / "rendered"

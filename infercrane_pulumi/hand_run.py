@@ -13,11 +13,17 @@ from collections.abc import Mapping
 
 import pulumi
 
-from infercrane_pulumi import kubeconfigs, workloads
 from infercrane_pulumi.cluster import client, ownership
+from infercrane_pulumi.config import kubeconfigs
+from infercrane_pulumi.config.intents import StackConfig
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import StackConfig
-from infercrane_pulumi.program import build_program, judged, load_host_config, stack_identity
+from infercrane_pulumi.objects import workloads
+from infercrane_pulumi.program.program import (
+    build_program,
+    judged,
+    load_host_config,
+    stack_identity,
+)
 
 # pulumi-kubernetes reads it from its own environment and forces every apply when "true".
 PATCH_FORCE = "PULUMI_K8S_ENABLE_PATCH_FORCE"

@@ -1,5 +1,5 @@
 """Every call of a function, whoever makes it and however they reached it. A module that imports
-a function by name (``from infercrane_pulumi.workloads import render``) holds the function
+a function by name (``from infercrane_pulumi.objects.workloads import render``) holds the function
 object itself: replacing the defining module's attribute, as ``monkeypatch.setattr(workloads,
 "render", …)`` does, never sees its calls. So the function object is changed where it is
 defined: its code becomes a trampoline to a recorder, which runs a copy of the original."""

@@ -28,7 +28,7 @@ import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
-from infercrane_pulumi.components import PLUGIN_VERSION
+from infercrane_pulumi.program.components import PLUGIN_VERSION
 
 from . import debian
 from .build import BuiltImage, Sources, build_image

@@ -26,8 +26,8 @@ from kubernetes.client import ApiClient
 
 from infercrane_dev.localcluster.certs import PROVIDER_USER
 from infercrane_dev.toolchain import find_binary
-from infercrane_pulumi.intents import WorkloadApiName
-from infercrane_pulumi.workloads import WORKLOAD_APIS
+from infercrane_pulumi.config.intents import WorkloadApiName
+from infercrane_pulumi.objects.workloads import WORKLOAD_APIS
 
 # The overlay an operator copies; each bootstrap makes one like it (``overlay``).
 EXAMPLE_OVERLAY = Path("overlays") / "example" / "kustomization.yaml"

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infercrane_pulumi.validators import DNS_SUBDOMAIN, LABEL_VALUE
+from infercrane_pulumi.config.validators import DNS_SUBDOMAIN, LABEL_VALUE
 
 DEFAULT_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from infercrane_pulumi.validators import DNS_SUBDOMAIN
+from infercrane_pulumi.config.validators import DNS_SUBDOMAIN
 
 from .nodepools import GPU_TAINT, NodePoolError, parse_node_pool
 

@@ -25,8 +25,8 @@ from infercrane_dev.localcluster.processes import (
     wait_until_ready,
 )
 from infercrane_dev.toolchain import find_binary
-from infercrane_pulumi.automation import s3 as signed
-from infercrane_pulumi.naming import PROJECT_NAME
+from infercrane_pulumi.automation.state import s3 as signed
+from infercrane_pulumi.objects.naming import PROJECT_NAME
 
 BUCKET = "infercrane-state"
 REGION = "us-east-1"

@@ -10,7 +10,9 @@ import pytest
 from pydantic import BaseModel, Field
 
 from infercrane_dev import docsgen
-from infercrane_pulumi import cli, errors, intents, views
+from infercrane_pulumi import errors
+from infercrane_pulumi.cli import commands, views
+from infercrane_pulumi.config import intents
 
 
 def _row(page: str, first_cell: str) -> list[str]:
@@ -97,7 +99,7 @@ def test_every_real_error_code_is_on_the_page_as_the_registry_says(code: str) ->
     ]
 
 
-def _scale(args: argparse.Namespace, ctx: cli.Context) -> views.Result:
+def _scale(args: argparse.Namespace, ctx: commands.Context) -> views.Result:
     raise NotImplementedError  # never run: only the table entry is documented
 
 
@@ -106,8 +108,8 @@ def _replicas_flag(command: argparse.ArgumentParser) -> None:
 
 
 def test_a_command_added_to_the_table_shows_up_with_its_help_usage_and_flags() -> None:
-    scale = cli.Command("scale", "change one key's replica count", (_replicas_flag,), _scale)
-    page = docsgen.cli_page((*cli.COMMANDS, scale))
+    scale = commands.Command("scale", "change one key's replica count", (_replicas_flag,), _scale)
+    page = docsgen.cli_page((*commands.COMMANDS, scale))
     section = _section(page, "scale")
     assert section.startswith("\nchange one key's replica count\n")
     assert "infercrane-pulumi scale [-h] --to TO [--json]" in section
@@ -115,9 +117,9 @@ def test_a_command_added_to_the_table_shows_up_with_its_help_usage_and_flags() -
     assert _row(section, "`--json`") == ["`--json`", "versioned JSON envelope"]
 
 
-@pytest.mark.parametrize("command", [command.name for command in cli.COMMANDS])
+@pytest.mark.parametrize("command", [command.name for command in commands.COMMANDS])
 def test_every_real_command_has_a_section(command: str) -> None:
-    assert f"\n## {command}\n" in docsgen.cli_page(cli.COMMANDS)
+    assert f"\n## {command}\n" in docsgen.cli_page(commands.COMMANDS)
 
 
 def _properties(model: type[BaseModel]) -> list[tuple[str, dict[str, Any]]]:
@@ -168,7 +170,7 @@ def test_every_shipped_schema_gets_a_page() -> None:
         config=intents.StackConfig,
         registry=errors.ERRORS,
         exit_codes=errors.EXIT_CODES,
-        commands=cli.COMMANDS,
+        commands=commands.COMMANDS,
         schemas=schemas,
     )
     assert sorted(generated) == [

@@ -18,7 +18,7 @@ import yaml
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster.bootstrap import EXAMPLE_OVERLAY, shipped_objects
 from infercrane_dev.toolchain import BinaryNotFoundError, find_binary
-from infercrane_pulumi.workloads import WORKLOAD_APIS
+from infercrane_pulumi.objects.workloads import WORKLOAD_APIS
 
 SHIPPED = "infercrane-system"
 RUNNER_IMAGE = "infercrane.local/infercrane/runner@sha256:" + "0" * 64

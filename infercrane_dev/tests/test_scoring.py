@@ -8,8 +8,8 @@ import yaml
 
 from infercrane_dev import scoring
 from infercrane_dev.scoring import Finding
-from infercrane_pulumi import workloads
-from infercrane_pulumi.config_files import load_stack_file
+from infercrane_pulumi.config.files import load_stack_file
+from infercrane_pulumi.objects import workloads
 
 
 def test_every_variant_is_scored_both_workload_apis_and_custom_workloads_included() -> None:

@@ -16,12 +16,12 @@ from pulumi import automation as auto
 from infercrane_pulumi.automation import engine, failures, policypack, project, targets
 from infercrane_pulumi.automation.planning import Operation, Plan
 from infercrane_pulumi.automation.policypack import PolicyPack
+from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import InferCraneError, PolicyViolationError, StackBusyError
 from infercrane_pulumi.hand_run import ownership_preflight
-from infercrane_pulumi.intents import KubernetesSettings
 from infercrane_pulumi.policy.rules import Finding
-from infercrane_pulumi.program import build_program, forgetting, served
-from infercrane_pulumi.records import Provenance
+from infercrane_pulumi.program.program import build_program, forgetting, served
+from infercrane_pulumi.program.records import Provenance
 
 # The Pulumi CLI's command per operation (refresh is decided per run). A destroy runs the
 # program that registers only the components' delete hook (``program.forgetting``): the engine

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from infercrane_pulumi import kubeconfigs
-from infercrane_pulumi.automation import backends
 from infercrane_pulumi.automation.engine import history
 from infercrane_pulumi.automation.engine.process import LEASE_URL_ENV
+from infercrane_pulumi.automation.state import backends
+from infercrane_pulumi.config import kubeconfigs
 from infercrane_pulumi.errors import ConfigError
 
 DEFAULT_KEPT_UPDATES = 10

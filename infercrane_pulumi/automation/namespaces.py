@@ -22,7 +22,6 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import kubeconfigs
 from infercrane_pulumi.automation import engine, project, pulumi_versions, results, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation
@@ -35,17 +34,18 @@ from infercrane_pulumi.automation.run import (
     run,
 )
 from infercrane_pulumi.cluster import client, doctor, observe
-from infercrane_pulumi.config_files import kubeconfig_entry, stack_file, write_config
-from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.errors import InferCraneError, InternalError
-from infercrane_pulumi.intents import (
+from infercrane_pulumi.config import kubeconfigs
+from infercrane_pulumi.config.files import kubeconfig_entry, stack_file, write_config
+from infercrane_pulumi.config.intents import (
     KUBERNETES_KEY,
     KubernetesSettings,
     PolicySettings,
     ReplicaIntent,
     StackConfig,
 )
-from infercrane_pulumi.records import Applied
+from infercrane_pulumi.config.rules import parse_stack_config
+from infercrane_pulumi.errors import InferCraneError, InternalError
+from infercrane_pulumi.program.records import Applied
 
 
 @dataclass

@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from infercrane_pulumi import config_files, preflighted, workloads
-from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.cluster import client, ownership, preflight, verdict
-from infercrane_pulumi.records import Applied
+from infercrane_pulumi.config import files
+from infercrane_pulumi.objects import workloads
+from infercrane_pulumi.program import handoff
+from infercrane_pulumi.program.handoff import Carried
+from infercrane_pulumi.program.records import Applied
 from infercrane_pulumi.review.changes import Left
 
 Operation = Literal["preview", "up", "destroy"]
@@ -30,8 +32,8 @@ class Plan:
 
     flags: tuple[str, ...]  # the CLI flags decided for this run (``REFRESH``)
     # The configuration whose ownership and dry-run were checked, and the API server they were
-    # checked on (``preflighted``; None: none was, a destroy runs no program).
-    checked: preflighted.Checked | None = None
+    # checked on (``program.handoff``; None: none was, a destroy runs no program).
+    checked: handoff.Checked | None = None
     unchanged: bool = False  # a verified no-op: the engine need not start
     # The keys to work on when others are verified unchanged (None: every key).
     targets: frozenset[str] | None = None
@@ -95,13 +97,13 @@ def plan_run(
     # The engine keeps an untargeted resource the program does not register: a targeted run's
     # program registers only the keys it works on, unless the provider's settings changed (a
     # provider the engine replaces takes every resource under it along).
-    same_provider = applied.settings is not None and config_files.settings_record(
+    same_provider = applied.settings is not None and files.settings_record(
         applied.settings
-    ) == config_files.settings_record(config.kubernetes)
+    ) == files.settings_record(config.kubernetes)
     left_out = sorted(verified & applied.records.keys()) if targeted and same_provider else []
     return Plan(
         (REFRESH,) * refreshing,
-        checked=preflighted.Checked(preflighted.digest(config), cluster.identity),
+        checked=handoff.Checked(handoff.digest(config), cluster.identity),
         rendered=rendered,
         reasons=judged.reasons(),
         targets=frozenset((desired_keys - verified) | removed) if targeted else None,

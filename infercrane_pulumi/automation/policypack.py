@@ -18,8 +18,8 @@ import yaml
 from pulumi import automation as auto
 
 from infercrane_pulumi.automation import engine
+from infercrane_pulumi.config.intents import Enforcement, RuleId
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import Enforcement, RuleId
 from infercrane_pulumi.policy import crossguard
 from infercrane_pulumi.policy.rules import RULES, Finding
 

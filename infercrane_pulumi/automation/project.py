@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from infercrane_pulumi import naming
-from infercrane_pulumi.config_files import STACK_CONFIG_DIR
+from infercrane_pulumi.config.files import STACK_CONFIG_DIR
+from infercrane_pulumi.objects import naming
 
 PROJECT_NAME = naming.PROJECT_NAME
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infercrane_pulumi.cluster.doctor import DoctorRow
-from infercrane_pulumi.components import PLUGIN_VERSION
+from infercrane_pulumi.program.components import PLUGIN_VERSION
 
 _RELEASE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 PLUGIN_FILE = "pulumi-resource-kubernetes"

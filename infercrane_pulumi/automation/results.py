@@ -19,12 +19,12 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.automation import policypack, targets
 from infercrane_pulumi.cluster.verdict import Doomed
-from infercrane_pulumi.intents import StackConfig
+from infercrane_pulumi.config.intents import StackConfig
+from infercrane_pulumi.objects import naming, workloads
 from infercrane_pulumi.policy.rules import Finding
-from infercrane_pulumi.records import Applied, AppliedObject
+from infercrane_pulumi.program.records import Applied, AppliedObject
 from infercrane_pulumi.review.changes import (
     Change,
     Drift,

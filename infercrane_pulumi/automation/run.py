@@ -42,23 +42,16 @@ from dataclasses import dataclass
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import kubeconfigs, naming, workloads
-from infercrane_pulumi.automation import (
-    engine,
-    holders,
-    leases,
-    project,
-    pulumi_versions,
-    results,
-    retention,
-    stacks,
-)
+from infercrane_pulumi.automation import engine, project, pulumi_versions, results, stacks
 from infercrane_pulumi.automation.attempt import attempt
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
-from infercrane_pulumi.automation.recovery import break_fenced, recover
+from infercrane_pulumi.automation.state import holders, leases, retention
+from infercrane_pulumi.automation.state.recovery import break_fenced, recover
 from infercrane_pulumi.cluster import client, deletion, placement
+from infercrane_pulumi.config import kubeconfigs
+from infercrane_pulumi.config.intents import PolicySettings, StackConfig
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
     ConfigError,
@@ -66,10 +59,10 @@ from infercrane_pulumi.errors import (
     RunFailedError,
     StackBusyError,
 )
-from infercrane_pulumi.intents import PolicySettings, StackConfig
+from infercrane_pulumi.objects import naming, workloads
 from infercrane_pulumi.policy import rules
 from infercrane_pulumi.policy.rules import Finding
-from infercrane_pulumi.records import Applied, DesiredVersion, Provenance
+from infercrane_pulumi.program.records import Applied, DesiredVersion, Provenance
 
 Printer = engine.Printer
 EventHandler = engine.EventHandler

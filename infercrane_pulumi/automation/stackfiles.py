@@ -28,7 +28,6 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import kubeconfigs
 from infercrane_pulumi.automation import project, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation
@@ -41,7 +40,8 @@ from infercrane_pulumi.automation.run import (
     run,
 )
 from infercrane_pulumi.cluster import client, desired, observe
-from infercrane_pulumi.config_files import (
+from infercrane_pulumi.config import kubeconfigs
+from infercrane_pulumi.config.files import (
     STACK_FILE,
     load_document,
     parse_stack_text,
@@ -49,10 +49,10 @@ from infercrane_pulumi.config_files import (
     stack_file,
     write_config,
 )
-from infercrane_pulumi.config_rules import parse_stack_section
+from infercrane_pulumi.config.intents import KUBERNETES_KEY, StackConfig
+from infercrane_pulumi.config.rules import parse_stack_section
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import KUBERNETES_KEY, StackConfig
-from infercrane_pulumi.records import DesiredVersion
+from infercrane_pulumi.program.records import DesiredVersion
 
 
 def stack_name(path: Path) -> str:
@@ -98,7 +98,7 @@ def run_stack_file(
     edits. With ``configmap``: the stack file that ConfigMap of the stack's namespace holds
     under the file's name, read from the API server once the stack is held, never older than
     the version the stack applied (``cluster.desired``). ``quiet``: how long the file must
-    have been left alone before it is read (``config_files.read_settled``)."""
+    have been left alone before it is read (``config.files.read_settled``)."""
     # Held from the stack's opening (its creation, the first time; see NamespaceStack._run)
     # to the run's end, so that what it reads stays true.
     with _opened(

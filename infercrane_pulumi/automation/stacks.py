@@ -19,17 +19,11 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
-from infercrane_pulumi import naming, records
-from infercrane_pulumi.automation import (
-    engine,
-    failures,
-    leasedb,
-    project,
-    pulumi_versions,
-    recovery,
-)
+from infercrane_pulumi.automation import engine, failures, project, pulumi_versions
 from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.automation.state import leasedb, recovery
 from infercrane_pulumi.cluster import client, observe, preflight, verdict
+from infercrane_pulumi.config.intents import KubernetesSettings, StackConfig
 from infercrane_pulumi.errors import (
     ConfigError,
     DamagedStateError,
@@ -37,9 +31,10 @@ from infercrane_pulumi.errors import (
     StackBusyError,
     UnsettledStateError,
 )
-from infercrane_pulumi.intents import KubernetesSettings, StackConfig
-from infercrane_pulumi.records import Applied
-from infercrane_pulumi.workloads import render
+from infercrane_pulumi.objects import naming
+from infercrane_pulumi.objects.workloads import render
+from infercrane_pulumi.program import records
+from infercrane_pulumi.program.records import Applied
 
 # How a caller reads the cluster with settings it did not choose (the applied ones).
 Connect = Callable[[KubernetesSettings], client.Cluster]
@@ -169,7 +164,7 @@ def removal(
     the stack applied (for ``run.run``). Hold the stack exclusively from here to the run's end.
 
     The applied settings come from the stack's outputs, where the program records them at
-    every run (``config_files.settings_record``: all but the kubeconfig, so ``settings``' kubeconfig
+    every run (``config.files.settings_record``: all but the kubeconfig, so ``settings``' kubeconfig
     is used). ``settings`` (a stack file's, a control plane's) are never applied otherwise: their
     pending edits, like pending intents, wait for the next ``up``. Outputs written before the
     settings were recorded run under ``settings`` only when every kept key is verified against

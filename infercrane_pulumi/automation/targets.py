@@ -3,18 +3,18 @@
 When some keys are verified unchanged (``cluster.verdict``) and others are not, the run
 targets only the others: the engine neither diffs nor touches an untargeted resource, and keeps
 one the program does not register as the state holds it, so the program registers only the
-targeted keys (``carried``). Targeted are each worked-on key's component and objects. Never the
-stack's provider or the stack itself: the engine always works on both (the provider's settings
-may have changed; the stack's outputs record every key), and naming either would make every
-resource under it a target, deleted if left unregistered. Pure.
+targeted keys (``handoff.Carried``). Targeted are each worked-on key's component and objects.
+Never the stack's provider or the stack itself: the engine always works on both (the
+provider's settings may have changed; the stack's outputs record every key), and naming either
+would make every resource under it a target, deleted if left unregistered. Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from infercrane_pulumi import naming, workloads
-from infercrane_pulumi.intents import KubernetesSettings
+from infercrane_pulumi.config.intents import KubernetesSettings
+from infercrane_pulumi.objects import naming, workloads
 
 
 def owners(

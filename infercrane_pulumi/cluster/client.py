@@ -28,7 +28,10 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from infercrane_pulumi import naming, private_dirs
+from infercrane_pulumi import private_dirs
+from infercrane_pulumi.config.intents import KUBERNETES_KEY, KubernetesSettings
+from infercrane_pulumi.config.kubeconfigs import ClusterIdentity
+from infercrane_pulumi.config.validators import kubeconfig_document
 from infercrane_pulumi.errors import (
     ClusterAuthenticationError,
     ClusterForbiddenError,
@@ -39,11 +42,9 @@ from infercrane_pulumi.errors import (
     InternalError,
     RejectedError,
 )
-from infercrane_pulumi.intents import KUBERNETES_KEY, KubernetesSettings
-from infercrane_pulumi.kinds import KINDS, Kind
-from infercrane_pulumi.kubeconfigs import ClusterIdentity
-from infercrane_pulumi.manifests import Manifest
-from infercrane_pulumi.validators import kubeconfig_document
+from infercrane_pulumi.objects import naming
+from infercrane_pulumi.objects.kinds import KINDS, Kind
+from infercrane_pulumi.objects.manifests import Manifest
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 # Metadata only (labels, annotations, managedFields): what ownership decisions read, at a

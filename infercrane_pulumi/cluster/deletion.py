@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from infercrane_pulumi.cluster.client import Cluster, failure, object_subject
 from infercrane_pulumi.cluster.preflight import DRY_RUN_CONCURRENCY, Snapshot
 from infercrane_pulumi.cluster.verdict import Doomed
+from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError
-from infercrane_pulumi.intents import KubernetesSettings
-from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.objects.kinds import KINDS
 
 GONE_POLL_SECONDS = 0.2
 GONE_TIMEOUT_SECONDS = 120.0

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from infercrane_pulumi.cluster.client import Cluster, subject
 from infercrane_pulumi.errors import ConfigError, StaleDesiredStateError
-from infercrane_pulumi.kinds import CONFIG_MAP
-from infercrane_pulumi.records import DesiredVersion
+from infercrane_pulumi.objects.kinds import CONFIG_MAP
+from infercrane_pulumi.program.records import DesiredVersion
 
 # The first release whose resource versions a client may compare (KEP-5504, stable in 1.35).
 COMPARABLE_FROM = (1, 35)

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.preflight import api_problem
+from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import InferCraneError
-from infercrane_pulumi.intents import KubernetesSettings
-from infercrane_pulumi.kinds import INFERENCE_SERVICE, POD
+from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects.kinds import INFERENCE_SERVICE, POD
 
 # What the shipped Role grants on each owned resource, and all the provider ever needs.
 OWNED_VERBS = ("get", "list", "create", "patch", "delete")

@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.intents import ReplicaIntent, StackConfig
-from infercrane_pulumi.kinds import POD
-from infercrane_pulumi.readiness import Readiness, State
+from infercrane_pulumi.config.intents import ReplicaIntent, StackConfig
+from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects.kinds import POD
+from infercrane_pulumi.objects.readiness import Readiness, State
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ A person's ``pulumi up`` records nothing, so the next driver's run records afres
 
 from __future__ import annotations
 
-from infercrane_pulumi import kubeconfigs
 from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.config import kubeconfigs
+from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import KubernetesSettings
-from infercrane_pulumi.records import ClusterRecord
+from infercrane_pulumi.program.records import ClusterRecord
 
 
 def reached(cluster: Cluster, settings: KubernetesSettings) -> ClusterRecord:

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from infercrane_pulumi import workloads
 from infercrane_pulumi.cluster.client import (
     Cluster,
     Response,
@@ -21,10 +20,11 @@ from infercrane_pulumi.cluster.client import (
     object_subject,
     status_message,
 )
+from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
-from infercrane_pulumi.intents import KubernetesSettings
-from infercrane_pulumi.kinds import Kind
-from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.objects import workloads
+from infercrane_pulumi.objects.kinds import Kind
+from infercrane_pulumi.objects.manifests import Manifest
 
 # Within the client's connection pool (its default is 5 per CPU), enough to hide round trips.
 DRY_RUN_CONCURRENCY = 8

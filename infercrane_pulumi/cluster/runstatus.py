@@ -28,11 +28,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from infercrane_pulumi import naming
 from infercrane_pulumi.cluster.client import Cluster, failure, subject
 from infercrane_pulumi.errors import ClusterForbiddenError, OwnershipError
-from infercrane_pulumi.kinds import CONFIG_MAP
-from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.objects import naming
+from infercrane_pulumi.objects.kinds import CONFIG_MAP
+from infercrane_pulumi.objects.manifests import Manifest
 
 NAME_LABEL = "infercrane-stack-status"  # app.kubernetes.io/name of every status object
 ANNOTATION_STACK = "infercrane.dev/stack"

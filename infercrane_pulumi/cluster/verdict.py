@@ -35,13 +35,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import object_subject, subject
 from infercrane_pulumi.cluster.preflight import Snapshot
-from infercrane_pulumi.intents import ALLOW_EMPTY_KEY, REPLICAS_KEY, StackConfig
-from infercrane_pulumi.kinds import KINDS
-from infercrane_pulumi.manifests import Manifest
-from infercrane_pulumi.records import Applied, AppliedObject
+from infercrane_pulumi.config.intents import ALLOW_EMPTY_KEY, REPLICAS_KEY, StackConfig
+from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects.kinds import KINDS
+from infercrane_pulumi.objects.manifests import Manifest
+from infercrane_pulumi.program.records import Applied, AppliedObject
 
 Action = Literal["keep", "apply", "refuse", "delete", "leave"]
 Doomed = tuple[Manifest, str]  # an object, and the uid it must still have

@@ -18,12 +18,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from infercrane_pulumi import naming
+from infercrane_pulumi.config.intents import KubernetesSettings, PolicySettings
+from infercrane_pulumi.config.validators import QualifiedName
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import KubernetesSettings, PolicySettings
-from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE
+from infercrane_pulumi.objects import naming
+from infercrane_pulumi.objects.kinds import DEPLOYMENT, INFERENCE_SERVICE
 from infercrane_pulumi.policy import rules
-from infercrane_pulumi.validators import QualifiedName
 
 PACK_NAME = "infercrane"
 REPLICA_RULES = tuple(rule for rule in rules.REPLICA_RULES if rule.id != "model-name")

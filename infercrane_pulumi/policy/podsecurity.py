@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from infercrane_pulumi.intents import PodSecurityLevel
+from infercrane_pulumi.config.intents import PodSecurityLevel
 
 _BASELINE_CAPABILITIES = frozenset(
     {

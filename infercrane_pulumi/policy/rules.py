@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from infercrane_pulumi.config.intents import Enforcement, PolicySettings, RuleId, StackConfig
 from infercrane_pulumi.errors import PolicyViolationError
-from infercrane_pulumi.intents import Enforcement, PolicySettings, RuleId, StackConfig
+from infercrane_pulumi.objects.workloads import Rendered, render
 from infercrane_pulumi.policy import podsecurity
-from infercrane_pulumi.workloads import Rendered, render
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What a change does to one stack, per external key: the one change model of the project.
 
 Every output that says what changes reads it, as one type (``StackChanges``) with one JSON
-rendering (``views.stack_changes``): the per-key results of ``preview``/``up``/``remove``/
+rendering (``cli.views.stack_changes``): the per-key results of ``preview``/``up``/``remove``/
 ``destroy`` (``automation.results``, from the engine's events, where it is named
 ``StackResult``), the JSON command line, the offline diff (objects rendered at a base ref and
 at head, no cluster) and both pull-request comments. Pure: objects in, values out.
@@ -29,10 +29,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from infercrane_pulumi import naming
-from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.objects import naming
+from infercrane_pulumi.objects.kinds import KINDS
 from infercrane_pulumi.policy.rules import Finding
-from infercrane_pulumi.records import DesiredVersion
+from infercrane_pulumi.program.records import DesiredVersion
 from infercrane_pulumi.review import yamldiff
 
 Change = Literal["create", "update", "replace", "delete", "same"]

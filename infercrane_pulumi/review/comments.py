@@ -1,5 +1,5 @@
 """How a change reads in a pull request: one Markdown comment for people (its JSON for tools is
-the command line's, ``views.stack_changes``).
+the command line's, ``cli.views.stack_changes``).
 
 The comment follows what reviewers know from Pulumi's and Terraform's PR bots. Its first line is
 a fixed heading, so a workflow finds its own comment and edits it in place. The one-line result

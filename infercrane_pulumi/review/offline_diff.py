@@ -30,11 +30,11 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from infercrane_pulumi import workloads
-from infercrane_pulumi.config_files import STACK_FILE, parse_stack_text
+from infercrane_pulumi.config.files import STACK_FILE, parse_stack_text
+from infercrane_pulumi.config.intents import POLICY_KEY, PolicySettings, StackConfig
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import POLICY_KEY, PolicySettings, StackConfig
-from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.objects import workloads
+from infercrane_pulumi.objects.manifests import Manifest
 from infercrane_pulumi.policy.rules import Finding, evaluate_stack
 from infercrane_pulumi.review import changes, comments
 from infercrane_pulumi.review.gitrepo import Repository, open_repository

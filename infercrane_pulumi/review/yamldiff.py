@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from infercrane_pulumi.manifests import YAML_DUMPER
+from infercrane_pulumi.objects.manifests import YAML_DUMPER
 
 SECRET = "[secret]"
 # How Pulumi marks a secret in serialized property values: {SIG_KEY: SECRET_SIG, "value": ...}.

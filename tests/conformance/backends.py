@@ -27,7 +27,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from infercrane_dev.localcluster import LocalControlPlane, new_api_client
 from infercrane_dev.localcluster.bootstrap import Bootstrapped
-from infercrane_pulumi.intents import WorkloadApiName
+from infercrane_pulumi.config.intents import WorkloadApiName
 from tests.conformance import preflight
 from tests.conformance.gpus import ExistingGpuNodes, GpuSupply, Pools
 from tests.conformance.harness import ENGINE_BINARIES, LOCAL_BINARIES, require_toolchain

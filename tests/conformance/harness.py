@@ -27,12 +27,13 @@ import yaml
 from pulumi import automation as auto
 
 from infercrane_dev.toolchain import BinaryNotFoundError, find_binary
-from infercrane_pulumi import automation, kinds, naming
+from infercrane_pulumi import automation
 from infercrane_pulumi.automation import NamespaceStack, project
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.config_files import STACK_CONFIG_DIR, stack_file
-from infercrane_pulumi.intents import ALLOW_EMPTY_KEY, KubernetesSettings, ReplicaIntent
-from infercrane_pulumi.kinds import Kind
+from infercrane_pulumi.config.files import STACK_CONFIG_DIR, stack_file
+from infercrane_pulumi.config.intents import ALLOW_EMPTY_KEY, KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.objects import kinds, naming
+from infercrane_pulumi.objects.kinds import Kind
 from tests.conformance.identity import ProviderIdentity
 
 ROOT = Path(__file__).resolve().parents[2]

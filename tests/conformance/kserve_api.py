@@ -13,10 +13,10 @@ from typing import Any
 from kubernetes import client
 
 from infercrane_dev.localcluster.crds import load_crds
-from infercrane_pulumi import kinds
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
 from infercrane_pulumi.cluster.preflight import api_problem
-from infercrane_pulumi.workloads import WORKLOAD_APIS
+from infercrane_pulumi.objects import kinds
+from infercrane_pulumi.objects.workloads import WORKLOAD_APIS
 from tests.conformance.harness import ROOT, wait_for
 from tests.conformance.ledger import RunLedger, read_raw
 

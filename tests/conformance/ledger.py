@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster.bootstrap import Bootstrapped, bootstrap_namespace
 from infercrane_dev.localcluster.crds import wait_established
-from infercrane_pulumi.intents import WorkloadApiName
+from infercrane_pulumi.config.intents import WorkloadApiName
 
 RUN_LABEL = "infercrane.dev/conformance-run"
 # On a real cluster terminating Pods get their grace period before a namespace can go.

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster.bootstrap import shipped_objects
-from infercrane_pulumi.workloads import WORKLOAD_APIS
+from infercrane_pulumi.objects.workloads import WORKLOAD_APIS
 
 RBAC = "rbac.authorization.k8s.io"
 CRDS = "apiextensions.k8s.io"

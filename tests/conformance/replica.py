@@ -24,8 +24,8 @@ from typing import IO, Any
 from infercrane_dev.localcluster.processes import kill_tree
 from infercrane_pulumi import automation
 from infercrane_pulumi.automation import NamespaceStack
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.errors import InferCraneError
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 
 
 def main(argv: Sequence[str]) -> int:

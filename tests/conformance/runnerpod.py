@@ -24,8 +24,8 @@ from kubernetes import client
 
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster.nodepools import GPU_TAINT
-from infercrane_pulumi.intents import IN_CLUSTER_CONTEXT
-from infercrane_pulumi.kubeconfigs import SERVICE_ACCOUNT_DIR
+from infercrane_pulumi.config.intents import IN_CLUSTER_CONTEXT
+from infercrane_pulumi.config.kubeconfigs import SERVICE_ACCOUNT_DIR
 from tests.conformance.harness import wait_for
 
 RUNNER_FILE = DEPLOY_DIR / "runner" / "runner.yaml"

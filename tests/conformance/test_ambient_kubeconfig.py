@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import NamespaceStack, ensure_many
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.backends import Tenant
 from tests.conformance.harness import Harness, intent, replica
 from tests.runguard import by_a_person

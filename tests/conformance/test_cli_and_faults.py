@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from infercrane_dev.localcluster.ports import LOOPBACK
-from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import NamespaceStack, stack_locks
+from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import ClusterUnavailableError, StackBusyError
-from infercrane_pulumi.intents import KubernetesSettings
+from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.harness import ENGINE_CLIS, ROOT, Harness, intent, replica, wait_for
 from tests.conformance.proxy import CuttableProxy
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pulumi import automation as auto
 
-from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import engine, ensure_many, project, results
 from infercrane_pulumi.errors import ConfigError, RejectedError
+from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.harness import ENGINE_CLIS, Harness, intent, wait_for
 from tests.conformance.ledger import RunLedger
 

@@ -10,9 +10,9 @@ import pytest
 
 from infercrane_dev.localcluster.hostchecks import unavailable
 from infercrane_pulumi.cluster.doctor import OWNED_VERBS
-from infercrane_pulumi.intents import WorkloadApiName
-from infercrane_pulumi.kinds import INFERENCE_SERVICE
-from infercrane_pulumi.workloads import WORKLOAD_APIS
+from infercrane_pulumi.config.intents import WorkloadApiName
+from infercrane_pulumi.objects.kinds import INFERENCE_SERVICE
+from infercrane_pulumi.objects.workloads import WORKLOAD_APIS
 from tests.conformance.backends import Backend
 from tests.conformance.harness import ROOT, require_toolchain
 

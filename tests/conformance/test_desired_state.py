@@ -14,9 +14,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from infercrane_pulumi import kinds
 from infercrane_pulumi.automation import stacks
-from infercrane_pulumi.records import DesiredVersion
+from infercrane_pulumi.objects import kinds
+from infercrane_pulumi.program.records import DesiredVersion
 from tests.conformance.harness import Harness, replica
 from tests.conformance.runnerpod import applied_status, shipped, status_object
 from tests.conformance.test_cli_and_faults import cli, cli_env, finished

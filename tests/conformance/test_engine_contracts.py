@@ -42,11 +42,12 @@ import pytest
 from pulumi import automation as auto
 
 from infercrane_dev.localcluster.processes import descendants, is_alive
-from infercrane_pulumi import kinds, naming
-from infercrane_pulumi.automation import project, recovery, stack_locks, targets
+from infercrane_pulumi.automation import project, stack_locks, targets
 from infercrane_pulumi.automation.engine import Lock, own_lock
 from infercrane_pulumi.automation.engine.events import known_same_step
+from infercrane_pulumi.automation.state import recovery
 from infercrane_pulumi.errors import StackBusyError
+from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.harness import ENGINE_CLIS, Harness, intent, replica, show, wait_for
 from tests.conformance.test_cli_and_faults import cli, finished
 from tests.conformance.test_exact_deletion import by_hand
@@ -372,7 +373,7 @@ def held_by_a_person(
 # and whether Pulumi's own variable held it too.
 CONFIGURATION_READER = """\
 import json, os, pathlib
-from infercrane_pulumi import program
+from infercrane_pulumi.program import program
 program.load_host_config()
 config = program.config_from_pulumi()
 pathlib.Path(os.environ["SEEN"]).write_text(json.dumps({

@@ -22,7 +22,7 @@ import pytest
 
 from infercrane_dev.localcluster.processes import descendants
 from infercrane_pulumi.automation.engine.memory import BASE_MIB, PER_RESOURCE_KIB
-from infercrane_pulumi.records import REPLICAS_OUTPUT
+from infercrane_pulumi.program.records import REPLICAS_OUTPUT
 from tests.conformance.harness import Harness, replica
 
 ENGINE = ("pulumi", "pulumi-resource")  # /proc/<pid>/comm cuts names at 15 characters

@@ -16,10 +16,10 @@ import yaml
 from kubernetes import client
 from pulumi import automation as auto
 
-from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import engine
 from infercrane_pulumi.errors import OwnershipError
-from infercrane_pulumi.kinds import Kind
+from infercrane_pulumi.objects import kinds, naming
+from infercrane_pulumi.objects.kinds import Kind
 from tests.conformance.harness import Harness, intent, replica, wait_for
 from tests.conformance.test_cli_and_faults import cli, finished
 from tests.runguard import by_a_person

@@ -25,9 +25,9 @@ from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.localcluster.processes import processes_running
 from infercrane_dev.tests.realnode_fixtures import SERVER_IMAGE, node_spec, require_real_node
-from infercrane_pulumi import naming
 from infercrane_pulumi.automation import NamespaceStack
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.objects import naming
 from tests.conformance.harness import wait_for
 from tests.conformance.realnode import STANDIN_RESOURCES, http_get, state_environment
 

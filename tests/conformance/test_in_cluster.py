@@ -32,11 +32,11 @@ import pytest
 from kubernetes import client
 
 from infercrane_dev.localcluster.bootstrap import CONTROL_PLANE_ACCOUNT
-from infercrane_pulumi import kubeconfigs
 from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from infercrane_pulumi.config import kubeconfigs
+from infercrane_pulumi.config.intents import IN_CLUSTER_CONTEXT, KubernetesSettings
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import IN_CLUSTER_CONTEXT, KubernetesSettings
 from tests.conformance.backends import Tenant
 from tests.conformance.faults import checker
 from tests.conformance.faults.driver import Driver

@@ -43,10 +43,10 @@ from infercrane_dev.kind.clusterconfig import DEFAULT_POOLS, KindSpec
 from infercrane_dev.kind.hostchecks import unavailable as kind_unavailable
 from infercrane_dev.tests import hostsnapshot
 from infercrane_dev.toolchain import find_binary
-from infercrane_pulumi import naming
 from infercrane_pulumi.cluster.observe import ReplicaObservation
-from infercrane_pulumi.intents import MAX_INTENTS, REPLICAS_KEY
-from infercrane_pulumi.kubeconfigs import SERVICE_ACCOUNT_DIR
+from infercrane_pulumi.config.intents import MAX_INTENTS, REPLICAS_KEY
+from infercrane_pulumi.config.kubeconfigs import SERVICE_ACCOUNT_DIR
+from infercrane_pulumi.objects import naming
 from tests.conformance import test_lifecycle as lifecycle
 from tests.conformance import test_ownership as ownership
 from tests.conformance import test_real_node as real_node_scenarios
@@ -150,9 +150,9 @@ test_serving_with_the_worker_key = vars(real_node_scenarios)[
 SECRET_PROBE = """
 import json, sys
 from pathlib import Path
-from infercrane_pulumi import config_files, kubeconfigs
+from infercrane_pulumi.config import files, kubeconfigs
 from infercrane_pulumi.cluster import client
-settings = config_files.load_stack_file(Path(sys.argv[1])).kubernetes
+settings = files.load_stack_file(Path(sys.argv[1])).kubernetes
 cluster = client.connect(kubeconfigs.resolved(settings, None))
 path = f"/api/v1/namespaces/{settings.namespace}/secrets/infercrane-worker"
 error = client.failure(cluster.transport.request("GET", path), "the worker key's Secret")

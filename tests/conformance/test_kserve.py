@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.cluster.client import RestTransport
 from infercrane_pulumi.errors import OwnershipError, RejectedError
-from infercrane_pulumi.workloads import WORKLOAD_APIS
+from infercrane_pulumi.objects import kinds, naming
+from infercrane_pulumi.objects.workloads import WORKLOAD_APIS
 from tests.conformance.backends import Backend
 from tests.conformance.harness import Harness, managers, replica
 

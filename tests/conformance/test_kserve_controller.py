@@ -30,11 +30,11 @@ from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.tests.realnode_fixtures import SERVER_IMAGE, node_spec, require_real_node
-from infercrane_pulumi import naming
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.cluster.observe import ReplicaObservation
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.errors import InferCraneError
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.objects import naming
 from tests.conformance.backends import Backend, ExternalBackend
 from tests.conformance.harness import IMAGE, wait_for
 from tests.conformance.ledger import read_raw

@@ -18,10 +18,10 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.cluster import verdict
-from infercrane_pulumi.intents import KubernetesSettings
+from infercrane_pulumi.config.intents import KubernetesSettings
+from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.harness import ENGINE_CLIS, Harness, intent, replica
 from tests.conformance.test_cli_and_faults import cli, finished
 

@@ -26,7 +26,8 @@ from infercrane_dev.localcluster.ports import LOOPBACK, free_port
 from infercrane_dev.statestores.postgres import PostgresServer
 from infercrane_dev.statestores.s3 import S3Server
 from infercrane_pulumi import automation, errors
-from infercrane_pulumi.automation import backends, fencing, leasedb, leases, project, stacks
+from infercrane_pulumi.automation import project, stacks
+from infercrane_pulumi.automation.state import backends, fencing, leasedb, leases
 from infercrane_pulumi.errors import (
     BackendRefusedError,
     BackendUnavailableError,

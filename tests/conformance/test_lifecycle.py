@@ -21,11 +21,12 @@ from kubernetes import client
 from pulumi import automation as auto
 
 from infercrane_dev.localcluster.processes import descendants, is_alive
-from infercrane_pulumi import automation, kinds, naming, workloads
+from infercrane_pulumi import automation
 from infercrane_pulumi.automation.results import step_of
 from infercrane_pulumi.cluster import preflight, verdict
-from infercrane_pulumi.config_files import load_stack_file
+from infercrane_pulumi.config.files import load_stack_file
 from infercrane_pulumi.errors import RejectedError
+from infercrane_pulumi.objects import kinds, naming, workloads
 from tests.conformance.backends import Tenant
 from tests.conformance.harness import (
     ENGINE_CLIS,

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from infercrane_pulumi import kinds, naming, workloads
 from infercrane_pulumi.cluster.client import RestTransport
-from infercrane_pulumi.config_files import load_stack_file
+from infercrane_pulumi.config.files import load_stack_file
 from infercrane_pulumi.errors import OwnershipError
+from infercrane_pulumi.objects import kinds, naming, workloads
 from tests.conformance.harness import Harness, replica
 
 pytestmark = pytest.mark.conformance

@@ -13,9 +13,9 @@ from kubernetes import client
 from infercrane_dev import DEPLOY_DIR
 from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
-from infercrane_pulumi import kinds
 from infercrane_pulumi.automation import stacks
 from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.objects import kinds
 from tests.conformance.harness import Harness, replica
 from tests.conformance.identity import cluster_entry, issue
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from infercrane_pulumi import kinds
+from infercrane_pulumi.objects import kinds
 from tests.conformance.harness import Harness, intent, wait_for
 from tests.conformance.test_scheduling_scenarios import pods_of, until_state
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_pulumi import kinds, naming
+from infercrane_pulumi.config.intents import PolicySettings
 from infercrane_pulumi.errors import EXIT_POLICY, PolicyViolationError
-from infercrane_pulumi.intents import PolicySettings
+from infercrane_pulumi.objects import kinds, naming
 from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.review.changes import PolicyFinding
 from tests.conformance.harness import NO_SUCH_GPU, Harness, intent, replica

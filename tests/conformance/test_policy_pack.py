@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from pulumi import automation as auto
 
-from infercrane_pulumi import kinds
 from infercrane_pulumi.automation import PolicyPack, policypack
+from infercrane_pulumi.config.intents import PolicySettings
 from infercrane_pulumi.errors import PolicyViolationError
-from infercrane_pulumi.intents import PolicySettings
+from infercrane_pulumi.objects import kinds
 from infercrane_pulumi.policy import crossguard
 from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.review.changes import PolicyFinding

@@ -8,8 +8,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from infercrane_pulumi import workloads
 from infercrane_pulumi.cluster.doctor import OWNED_VERBS
+from infercrane_pulumi.objects import workloads
 from tests.conformance.backends import Tenant
 from tests.conformance.harness import Harness, replica
 

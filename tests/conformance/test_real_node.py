@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
-from infercrane_pulumi import naming
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.cluster.observe import ReplicaObservation
-from infercrane_pulumi.intents import ReplicaIntent
+from infercrane_pulumi.config.intents import ReplicaIntent
+from infercrane_pulumi.objects import naming
 from tests.conformance.backends import Tenant
 from tests.conformance.harness import Harness, intent, wait_for
 from tests.conformance.realnode import Answer, RealNode, get, wait_ready

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_pulumi import naming, workloads
+from infercrane_pulumi.objects import naming, workloads
 from infercrane_pulumi.policy import rules
 from tests.conformance.harness import Harness, intent
 from tests.spies import Call, spy

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.cluster.observe import ReplicaObservation
+from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.gpus import GpuSupply, Pools
 from tests.conformance.harness import Harness, intent, wait_for
 from tests.conformance.test_cli_and_faults import cli_env

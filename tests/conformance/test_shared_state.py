@@ -28,9 +28,9 @@ from infercrane_dev.localcluster.processes import descendants
 from infercrane_dev.statestores import s3
 from infercrane_dev.statestores.postgres import PostgresServer
 from infercrane_dev.statestores.s3 import S3Server
-from infercrane_pulumi import kinds, naming
-from infercrane_pulumi.automation import leases
+from infercrane_pulumi.automation.state import leases
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.backends import Tenant
 from tests.conformance.harness import (
     ENGINE_BINARIES,

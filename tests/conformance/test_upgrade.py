@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercrane_pulumi import kinds, naming, workloads
 from infercrane_pulumi.automation import project
-from infercrane_pulumi.config_files import load_stack_file
-from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.config.files import load_stack_file
+from infercrane_pulumi.objects import kinds, naming, workloads
+from infercrane_pulumi.objects.manifests import Manifest
 from infercrane_pulumi.review.changes import by_key
 from tests.conformance.harness import ROOT, Harness, replica
 

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from infercrane_pulumi.cluster.client import Response
-from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.intents import StackConfig
-from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.config.intents import StackConfig
+from infercrane_pulumi.config.rules import parse_stack_config
+from infercrane_pulumi.objects.kinds import KINDS
 from tests.unit import samples
 
 NS = "infercrane-system"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import naming
 from infercrane_pulumi.automation import stacks
-from infercrane_pulumi.records import Applied
+from infercrane_pulumi.objects import naming
+from infercrane_pulumi.program.records import Applied
 
 
 class FakeStack:

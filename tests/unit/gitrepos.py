@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from infercrane_pulumi import views
+from infercrane_pulumi.cli import views
 from infercrane_pulumi.review.offline_diff import diff_command
 from tests.unit import samples
 

@@ -17,8 +17,8 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
 from infercrane_pulumi.automation import pulumi_versions
-from infercrane_pulumi.carried import Carried
-from infercrane_pulumi.program import Preflight, Report, build_program, judged
+from infercrane_pulumi.program.handoff import Carried
+from infercrane_pulumi.program.program import Preflight, Report, build_program, judged
 
 # The kubeconfig a driver gives a stack whose settings name none.
 DRIVER_KUBECONFIG = "/run/infercrane/driver-kubeconfig"

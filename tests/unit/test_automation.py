@@ -17,10 +17,15 @@ from pulumi import automation as auto
 from pulumi.automation._cmd import CommandResult
 
 from infercrane_pulumi import automation, errors
-from infercrane_pulumi.automation import holders
 from infercrane_pulumi.automation.engine import own_lock, stack_locks
-from infercrane_pulumi.automation.recovery import break_fenced, break_locks, break_stale, recover
 from infercrane_pulumi.automation.stacks import pulumi_errors
+from infercrane_pulumi.automation.state import holders
+from infercrane_pulumi.automation.state.recovery import (
+    break_fenced,
+    break_locks,
+    break_stale,
+    recover,
+)
 from infercrane_pulumi.errors import (
     ConfigError,
     InferCraneError,

@@ -10,12 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from infercrane_pulumi.automation import (
-    EnvironmentFlags,
-    PulumiEnvironment,
-    backends,
-    resolve_environment,
-)
+from infercrane_pulumi.automation import EnvironmentFlags, PulumiEnvironment, resolve_environment
+from infercrane_pulumi.automation.state import backends
 from infercrane_pulumi.errors import ConfigError
 
 SECRET = "s3cr:t@/x"  # characters a URL must escape

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import workloads
-from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.config.rules import parse_stack_config
+from infercrane_pulumi.objects import workloads
+from infercrane_pulumi.objects.manifests import Manifest
 from infercrane_pulumi.review import changes, yamldiff
 from infercrane_pulumi.review.changes import ObjectChange, Rename, Summary
 from tests.unit import samples

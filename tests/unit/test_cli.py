@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from infercrane_pulumi import cli, config_files, errors, views, workloads
+from infercrane_pulumi import errors
 from infercrane_pulumi.automation import (
     NamespaceStack,
     PulumiEnvironment,
@@ -21,11 +21,14 @@ from infercrane_pulumi.automation import (
     results,
     stackfiles,
 )
+from infercrane_pulumi.cli import commands, views
 from infercrane_pulumi.cluster import client
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.config_files import load_stack_file, stack_file
-from infercrane_pulumi.intents import PolicySettings, RuleId, StackConfig
-from infercrane_pulumi.kinds import DEPLOYMENT, POD, SERVICE
+from infercrane_pulumi.config import files
+from infercrane_pulumi.config.files import load_stack_file, stack_file
+from infercrane_pulumi.config.intents import PolicySettings, RuleId, StackConfig
+from infercrane_pulumi.objects import workloads
+from infercrane_pulumi.objects.kinds import DEPLOYMENT, POD, SERVICE
 from infercrane_pulumi.review import offline_diff
 from tests.unit import samples
 from tests.unit.fake_cluster import FakeTransport
@@ -43,7 +46,7 @@ APPLIED_RECORD = dataclasses.replace(record(DEMO_CONFIG), settings=DEMO_CONFIG.k
 
 def run(argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(argv, stdout=out, stderr=err, **kwargs)
+    code = commands.main(argv, stdout=out, stderr=err, **kwargs)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -231,13 +234,13 @@ def broken_at(edge: str, error: BaseException, monkeypatch: pytest.MonkeyPatch) 
 
     if edge == "connect":
         return fail
-    owner = offline_diff if edge == "diff_command" else cli
+    owner = offline_diff if edge == "diff_command" else commands
     monkeypatch.setattr(owner, edge, fail)
     return cluster_with({})
 
 
 def test_every_command_is_in_the_table_and_in_the_schema() -> None:
-    assert [c.name for c in cli.COMMANDS] == list(EDGES)
+    assert [c.name for c in commands.COMMANDS] == list(EDGES)
     assert SCHEMA["properties"]["command"]["enum"] == list(EDGES)
     assert SCHEMA["$defs"]["error"]["properties"]["code"]["enum"] == list(errors.ERRORS)
 
@@ -381,7 +384,7 @@ def test_remove_runs_what_the_stack_applied_without_the_key_never_pending_edits(
     # Not the stack file's policy (a pending edit like its intents): none, a removal only
     # deletes.
     what_the_program_reads = {
-        "infercrane:kubernetes": config_files.settings_record(DEMO_CONFIG.kubernetes),
+        "infercrane:kubernetes": files.settings_record(DEMO_CONFIG.kubernetes),
         "infercrane:replicas": [kept.model_dump(mode="json", by_alias=True)],
         "infercrane:policy": {"enforcement": dict.fromkeys(get_args(RuleId), "disabled")},
     }
@@ -411,7 +414,7 @@ def test_engine_diagnostics_on_the_events_stream_are_sanitized_as_the_runs_error
         options.on_event(diagnostic)
         return results.stack_result("up", "demo", DEMO_CONFIG, [])
 
-    monkeypatch.setattr(cli, "run_stack_file", engine)
+    monkeypatch.setattr(commands, "run_stack_file", engine)
     argv = ["up", "--stack", "demo", "--project-dir", str(ROOT), "--events", "--json"]
     code, _, err = run(argv, environ=BACKEND)
     assert code == 0

@@ -47,7 +47,7 @@ from infercrane_pulumi.errors import (
     InternalError,
     RejectedError,
 )
-from infercrane_pulumi.kinds import DEPLOYMENT
+from infercrane_pulumi.objects.kinds import DEPLOYMENT
 from tests.unit.fake_cluster import NS, FakeTransport
 
 SECRET_URL = "https://10.0.0.1:6443/api?token=s3cr3t"

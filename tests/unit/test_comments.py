@@ -9,9 +9,9 @@ from typing import Any
 
 import jsonschema
 
-from infercrane_pulumi import views
+from infercrane_pulumi.cli import views
 from infercrane_pulumi.policy.rules import Finding
-from infercrane_pulumi.records import DesiredVersion
+from infercrane_pulumi.program.records import DesiredVersion
 from infercrane_pulumi.review import comments
 from infercrane_pulumi.review.changes import (
     Drift,

@@ -12,11 +12,13 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime import rpc
 
-from infercrane_pulumi import carried, config_files, kubeconfigs, naming, workloads
-from infercrane_pulumi.components import PLUGIN_VERSION
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config import files, kubeconfigs
+from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError, InferCraneError, OwnershipError
-from infercrane_pulumi.kinds import DEPLOYMENT
+from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects.kinds import DEPLOYMENT
+from infercrane_pulumi.program import handoff
+from infercrane_pulumi.program.components import PLUGIN_VERSION
 from tests.unit import samples
 from tests.unit.pulumi_harness import DRIVER_KUBECONFIG, run_program
 
@@ -182,7 +184,7 @@ def test_stack_outputs_per_key_give_resource_id_objects_and_endpoint() -> None:
     name = "infercrane-8b51d0fee928a78116afaac0"
     assert run.outputs["namespace"] == "team-a"
     assert run.outputs["workloadApi"] == "deployment"
-    assert run.outputs["kubernetes"] == config_files.settings_record(
+    assert run.outputs["kubernetes"] == files.settings_record(
         parse_stack_config(kubernetes, []).kubernetes
     )
     assert set(run.outputs["replicas"]) == {"dep-7-r0", "k2"}
@@ -235,7 +237,7 @@ def test_keys_the_driver_carries_are_exported_as_recorded_and_never_registered()
     record = {"resourceId": "as-recorded", "endpoint": "e", "objects": [], "intent": {"k": 1}}
     # The configuration the driver checked: its kubeconfig resolved, as the program's is.
     checked = kubeconfigs.for_run(parse_stack_config(kubernetes, replicas), DRIVER_KUBECONFIG)
-    kept = carried.Carried.of(checked, {"dep-7-r0": record, "dep-8-r0": record})
+    kept = handoff.Carried.of(checked, {"dep-7-r0": record, "dep-8-r0": record})
     run = run_program(kubernetes, replicas, carried=kept)
     assert [r.name for r in run.of_type(REPLICA_TYPE)] == [naming.object_name("dep-7-r1")]
     assert {r.parent.rpartition("::")[2] for r in run.kubernetes_objects} == {
@@ -249,7 +251,7 @@ def test_keys_the_driver_carries_are_exported_as_recorded_and_never_registered()
 def test_records_carried_for_another_configuration_are_ignored() -> None:
     kubernetes, replicas = samples.kubernetes(), three_replicas()
     other = parse_stack_config(kubernetes, replicas[:2])
-    stale = carried.Carried.of(other, {"dep-7-r0": {"resourceId": "old"}})
+    stale = handoff.Carried.of(other, {"dep-7-r0": {"resourceId": "old"}})
     run = run_program(kubernetes, replicas, carried=stale)
     assert len(run.of_type(REPLICA_TYPE)) == 3
     assert run.outputs["replicas"]["dep-7-r0"]["resourceId"] != "old"

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane_pulumi.config_files import load_stack_file
-from infercrane_pulumi.config_rules import parse_stack_config, parse_stack_section
+from infercrane_pulumi.config.files import load_stack_file
+from infercrane_pulumi.config.intents import Resources, effective_resources
+from infercrane_pulumi.config.rules import parse_stack_config, parse_stack_section
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import Resources, effective_resources
 from tests.unit import samples
 from tests.unit.pulumi_harness import run_program
 

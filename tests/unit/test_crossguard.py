@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.kinds import KINDS
+from infercrane_pulumi.objects.kinds import KINDS
+from infercrane_pulumi.objects.workloads import replica_objects
 from infercrane_pulumi.policy import crossguard
 from infercrane_pulumi.policy.rules import evaluate_stack
-from infercrane_pulumi.workloads import replica_objects
 from tests.unit import samples
 
 Resource = tuple[str, Mapping[str, Any]]

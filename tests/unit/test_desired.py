@@ -11,9 +11,9 @@ import pytest
 
 from infercrane_pulumi.cluster import desired
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.config_files import read_settled
+from infercrane_pulumi.config.files import read_settled
 from infercrane_pulumi.errors import ConfigError, StaleDesiredStateError
-from infercrane_pulumi.records import DesiredVersion, from_outputs
+from infercrane_pulumi.program.records import DesiredVersion, from_outputs
 from tests.unit.fake_cluster import NS, FakeTransport
 
 PATH = f"/api/v1/namespaces/{NS}/configmaps/infercrane-stack"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.cluster.doctor import (
     OWNED_VERBS,
@@ -14,7 +13,8 @@ from infercrane_pulumi.cluster.doctor import (
     kserve_controller,
     pods_row,
 )
-from infercrane_pulumi.kinds import DEPLOYMENT, SERVICE
+from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects.kinds import DEPLOYMENT, SERVICE
 from tests.unit.fake_cluster import NS, FakeTransport, config
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercrane_pulumi import kubeconfigs
 from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment, engine
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config import kubeconfigs
+from infercrane_pulumi.config.intents import KubernetesSettings
+from infercrane_pulumi.config.kubeconfigs import ClusterIdentity
+from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.hand_run import unforced
-from infercrane_pulumi.intents import KubernetesSettings
-from infercrane_pulumi.kubeconfigs import ClusterIdentity
 from tests.unit import samples
 
 CA = b"-----BEGIN CERTIFICATE-----\nthe cluster's CA\n-----END CERTIFICATE-----\n"

@@ -12,9 +12,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from infercrane_pulumi import manifests, naming, workloads
 from infercrane_pulumi.cluster import verdict
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config.rules import parse_stack_config
+from infercrane_pulumi.objects import manifests, naming, workloads
 from tests.unit import samples
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

@@ -13,14 +13,14 @@ import yaml
 
 from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment, engine, results
 from infercrane_pulumi.automation.namespaces import NamespaceOutcome, ensure_many
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.errors import (
     ClusterForbiddenError,
     ClusterUnavailableError,
     ConfigError,
     InternalError,
 )
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
 from tests.unit import samples
 
 

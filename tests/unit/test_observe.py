@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.client import Cluster, Response
 from infercrane_pulumi.cluster.observe import (
     Condition,
@@ -14,8 +13,9 @@ from infercrane_pulumi.cluster.observe import (
     Replicas,
     observe,
 )
-from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, POD, SERVICE
+from infercrane_pulumi.config.rules import parse_stack_config
+from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects.kinds import DEPLOYMENT, INFERENCE_SERVICE, POD, SERVICE
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, config
 

@@ -14,9 +14,10 @@ import jsonschema
 import pytest
 import yaml
 
-from infercrane_pulumi import cli, naming
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.cli import commands
+from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.errors import EXIT_OK, EXIT_POLICY, ConfigError
+from infercrane_pulumi.objects import naming
 from infercrane_pulumi.review import comments
 from infercrane_pulumi.review.offline_diff import TITLE
 from tests.unit import samples
@@ -200,7 +201,7 @@ def test_the_policy_gate_exits_5_only_on_a_new_mandatory_violation(tmp_path: Pat
     def gate(*extra: str) -> tuple[int, str]:
         out = io.StringIO()
         argv = ["diff", "--all", "--base", "HEAD", "--project-dir", str(repo), *extra]
-        return cli.main(argv, stdout=out), out.getvalue()
+        return commands.main(argv, stdout=out), out.getvalue()
 
     assert gate("--policy-gate") == gate()  # nothing new: the same output, exit 0
     assert gate()[0] == EXIT_OK
@@ -226,9 +227,9 @@ def test_a_change_that_loosens_its_own_policy_still_meets_the_platforms(tmp_path
     hf = {"secretName": "team-hf", "key": "token"}
     write_stack(repo, [samples.replica()], policy=loosened, hfToken=hf)
     argv = ["diff", "--all", "--base", "HEAD", "--project-dir", str(repo), "--policy-gate"]
-    assert cli.main(argv, stdout=io.StringIO()) == EXIT_OK  # judged by its own alone
+    assert commands.main(argv, stdout=io.StringIO()) == EXIT_OK  # judged by its own alone
     out = io.StringIO()
-    assert cli.main([*argv, "--policy", str(platform), "--json"], stdout=out) == EXIT_POLICY
+    assert commands.main([*argv, "--policy", str(platform), "--json"], stdout=out) == EXIT_POLICY
     [doc] = json.loads(out.getvalue())["result"]
     assert doc["notes"][0] == "Both sides are judged by the platform's policy too."
     assert [(f["rule"], f["enforcement"], f["status"]) for f in doc["replicas"][0]["policy"]] == [
@@ -287,7 +288,7 @@ def copy_package(repo: Path) -> Path:
 def test_when_the_program_changed_the_base_is_rendered_by_the_base_code(tmp_path: Path) -> None:
     repo = new_repo(tmp_path / "repo")
     write_stack(repo, BASE_REPLICAS[:2])
-    manifests = copy_package(repo) / "manifests.py"
+    manifests = copy_package(repo) / "objects" / "manifests.py"
     manifests.write_text(
         manifests.read_text().replace(
             '"progressDeadlineSeconds": progress_deadline_seconds(settings, intent)',
@@ -316,7 +317,7 @@ def test_the_base_code_s_refusals_and_crashes_are_one_line_naming_the_base(
 ) -> None:
     repo = new_repo(tmp_path / "repo")
     write_stack(repo, [samples.replica(port=0)])
-    cli = copy_package(repo) / "cli.py"
+    commands = copy_package(repo) / "cli" / "commands.py"
     commit(repo, "base: an invalid stack")
     write_stack(repo, [samples.replica()])
     (repo / "infercrane_pulumi" / "README").write_text("the program differs at head")
@@ -326,7 +327,7 @@ def test_the_base_code_s_refusals_and_crashes_are_one_line_naming_the_base(
         f"base HEAD: {STACK}: infercrane:replicas[0].port: Input should be greater than or "
         "equal to 1",
     )
-    cli.write_text("def broken(:\n")
+    commands.write_text("def broken(:\n")
     commit(repo, "base: a program that cannot start")
     copy_package(repo)  # head: this program again
     with pytest.raises(ConfigError) as crashed:

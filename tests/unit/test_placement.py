@@ -7,7 +7,7 @@ import pytest
 
 from infercrane_pulumi.cluster import placement
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.records import ClusterRecord
+from infercrane_pulumi.program.records import ClusterRecord
 
 HERE = ClusterRecord("https://10.96.0.1:443", "a" * 64, "ns-uid-1")
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infercrane_pulumi import podspec, workloads
-from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.validators import quantity_value
+from infercrane_pulumi.config.rules import parse_stack_config
+from infercrane_pulumi.config.validators import quantity_value
+from infercrane_pulumi.objects import podspec, workloads
 from tests.unit import samples
 
 SECRET = {"secretKeyRef": {"name": "infercrane-worker", "key": "api-key"}}

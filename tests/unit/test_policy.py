@@ -9,10 +9,11 @@ from typing import Any, get_args
 import pytest
 import yaml
 
-from infercrane_pulumi.config_files import load_policy_file
-from infercrane_pulumi.config_rules import parse_policy, parse_stack_config
+from infercrane_pulumi.config.files import load_policy_file
+from infercrane_pulumi.config.intents import PolicySettings, RuleId
+from infercrane_pulumi.config.rules import parse_policy, parse_stack_config
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import PolicySettings, RuleId
+from infercrane_pulumi.objects.workloads import render
 from infercrane_pulumi.policy import podsecurity
 from infercrane_pulumi.policy.rules import (
     RULES,
@@ -23,7 +24,6 @@ from infercrane_pulumi.policy.rules import (
     registry_path,
     secret_names,
 )
-from infercrane_pulumi.workloads import render
 from tests.unit import samples
 
 ROOT = Path(__file__).resolve().parents[2]

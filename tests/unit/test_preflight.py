@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane_pulumi import kubeconfigs, preflighted, workloads
 from infercrane_pulumi.cluster import client, ownership, preflight, verdict
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config import kubeconfigs
+from infercrane_pulumi.config.intents import StackConfig
+from infercrane_pulumi.config.kubeconfigs import ClusterIdentity
+from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
     ConfigError,
@@ -20,10 +22,10 @@ from infercrane_pulumi.errors import (
     RejectedError,
 )
 from infercrane_pulumi.hand_run import ownership_preflight
-from infercrane_pulumi.intents import StackConfig
-from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE
-from infercrane_pulumi.kubeconfigs import ClusterIdentity
-from infercrane_pulumi.program import judged, served
+from infercrane_pulumi.objects import workloads
+from infercrane_pulumi.objects.kinds import DEPLOYMENT, INFERENCE_SERVICE
+from infercrane_pulumi.program import handoff
+from infercrane_pulumi.program.program import judged, served
 from tests.unit import samples
 from tests.unit.fake_cluster import NS, FakeTransport, config, live_copy
 from tests.unit.test_run import LISTS, STACK
@@ -222,7 +224,7 @@ def test_the_program_takes_what_its_driver_judged_only_for_the_configuration_it_
     stack = config(kubeconfig=samples.KUBECONFIG_CONTENTS)
     server = kubeconfigs.identity(stack.kubernetes)
     rendered = workloads.render(stack, stack=STACK)
-    checked = preflighted.Checked(preflighted.digest(stack), server)
+    checked = handoff.Checked(handoff.digest(stack), server)
     judge = served(checked, rendered, (), ownership_preflight)
     assert judge(stack) is rendered
     assert transport.requests == []
@@ -238,7 +240,7 @@ def test_the_program_refuses_a_provider_bound_for_another_server_than_the_driver
 ) -> None:
     stack = config(kubeconfig=samples.KUBECONFIG_CONTENTS)
     elsewhere = ClusterIdentity.of("https://127.0.0.1:1", b"another CA")
-    checked = preflighted.Checked(preflighted.digest(stack), elsewhere)
+    checked = handoff.Checked(handoff.digest(stack), elsewhere)
     with pytest.raises(ConfigError) as refused:
         served(checked, workloads.render(stack, stack=STACK), (), ownership_preflight)(stack)
     reached = ClusterIdentity.of("https://127.0.0.1:6443", None)

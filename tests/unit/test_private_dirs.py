@@ -22,7 +22,7 @@ CONNECTING = textwrap.dedent(
     """
     import sys
     from infercrane_pulumi.cluster import client
-    from infercrane_pulumi.config_rules import parse_stack_config
+    from infercrane_pulumi.config.rules import parse_stack_config
     from tests.unit import samples
 
     settings = parse_stack_config(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pulumi
 
-from infercrane_pulumi.program import HOST_CONFIG_FILE_ENV, load_host_config
+from infercrane_pulumi.program.program import HOST_CONFIG_FILE_ENV, load_host_config
 
 
 def test_a_configuration_too_large_for_the_environment_arrives_through_the_file(

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import naming, readiness, workloads
-from infercrane_pulumi.readiness import Readiness
+from infercrane_pulumi.objects import naming, readiness, workloads
+from infercrane_pulumi.objects.readiness import Readiness
 from tests.unit.fake_cluster import config
 
 SERVING = {

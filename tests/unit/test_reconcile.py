@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_pulumi import reconcile
+from infercrane_pulumi.cli import every
 
 
 def test_a_changed_file_runs_at_once_and_an_unchanged_one_waits_for_the_period(
@@ -30,7 +30,7 @@ def test_a_changed_file_runs_at_once_and_an_unchanged_one_waits_for_the_period(
             stopping.set()
         return len(started)
 
-    code = reconcile.repeat(run, watched=watched, every=0.5, stopping=stopping, poll=0.01)
+    code = every.repeat(run, watched=watched, every=0.5, stopping=stopping, poll=0.01)
 
     assert code == 3  # the last run's code
     first, second, third = started
@@ -48,7 +48,7 @@ def test_a_stop_during_a_run_lets_it_finish_and_starts_no_other(tmp_path: Path) 
         runs.append("finished")
         return 4
 
-    assert reconcile.repeat(run, watched=watched, every=0.01, stopping=stopping, poll=0.01) == 4
+    assert every.repeat(run, watched=watched, every=0.01, stopping=stopping, poll=0.01) == 4
     assert runs == ["finished"]
 
 
@@ -67,7 +67,7 @@ def test_a_file_that_appears_or_goes_away_counts_as_a_change(tmp_path: Path) -> 
             stopping.set()
         return 0
 
-    reconcile.repeat(run, watched=watched, every=60, stopping=stopping, poll=0.01)
+    every.repeat(run, watched=watched, every=60, stopping=stopping, poll=0.01)
 
     assert len(started) == 3 and started[-1] - started[0] < 5
 
@@ -87,7 +87,7 @@ def test_a_stop_signal_ends_the_loop_after_the_run_in_flight(
         return 0
 
     try:
-        code = reconcile.until_terminated(run, watched=tmp_path / "Pulumi.s.yaml", every=0.01)
+        code = every.until_terminated(run, watched=tmp_path / "Pulumi.s.yaml", every=0.01)
     finally:
         for number, handler in saved.items():
             signal.signal(number, handler)

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from pulumi import automation as auto
 
-from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.automation.results import (
     StackResult,
     stack_result,
@@ -15,13 +14,14 @@ from infercrane_pulumi.automation.results import (
     with_deletions,
 )
 from infercrane_pulumi.cluster.verdict import judge
-from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.kinds import KINDS
-from infercrane_pulumi.manifests import Manifest
-from infercrane_pulumi.records import Applied, AppliedObject
+from infercrane_pulumi.config.rules import parse_stack_config
+from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects.kinds import KINDS
+from infercrane_pulumi.objects.manifests import Manifest
+from infercrane_pulumi.objects.workloads import render
+from infercrane_pulumi.program.records import Applied, AppliedObject
 from infercrane_pulumi.review import changes, yamldiff
 from infercrane_pulumi.review.changes import Drift, KeyChange, ObjectChange, Summary
-from infercrane_pulumi.workloads import render
 from tests.unit import samples
 
 STACK = "urn:pulumi:s::infercrane::"

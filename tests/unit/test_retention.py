@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi.automation import blobs, retention, s3
-from infercrane_pulumi.automation.backends import Database
 from infercrane_pulumi.automation.engine import history
 from infercrane_pulumi.automation.environment import (
     DEFAULT_KEPT_UPDATES,
@@ -18,6 +16,8 @@ from infercrane_pulumi.automation.environment import (
     PulumiEnvironment,
     resolve_environment,
 )
+from infercrane_pulumi.automation.state import blobs, retention, s3
+from infercrane_pulumi.automation.state.backends import Database
 from infercrane_pulumi.errors import ConfigError
 
 LAYOUT = history.Layout("infercrane", "team-a")

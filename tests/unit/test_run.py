@@ -10,19 +10,18 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import naming, preflighted, workloads
 from infercrane_pulumi.automation import targets
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.failures import failed
 from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.run import Held, RunOptions, run
-from infercrane_pulumi.carried import Carried
 from infercrane_pulumi.cluster import client, ownership, placement
 from infercrane_pulumi.cluster.client import Cluster
 from infercrane_pulumi.cluster.verdict import Doomed
-from infercrane_pulumi.components import PLUGIN_VERSION
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config.intents import StackConfig
+from infercrane_pulumi.config.kubeconfigs import ClusterIdentity
+from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -31,10 +30,12 @@ from infercrane_pulumi.errors import (
     PolicyViolationError,
     RunFailedError,
 )
-from infercrane_pulumi.intents import StackConfig
-from infercrane_pulumi.kubeconfigs import ClusterIdentity
-from infercrane_pulumi.naming import object_name
-from infercrane_pulumi.records import Applied, AppliedObject, ClusterRecord
+from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects.naming import object_name
+from infercrane_pulumi.program import handoff
+from infercrane_pulumi.program.components import PLUGIN_VERSION
+from infercrane_pulumi.program.handoff import Carried
+from infercrane_pulumi.program.records import Applied, AppliedObject, ClusterRecord
 from infercrane_pulumi.review import changes
 from infercrane_pulumi.review.changes import Left
 from tests.unit import samples
@@ -148,7 +149,7 @@ def test_otherwise_an_unchanged_stack_is_read_once_dry_run_and_goes_to_the_engin
     assert transport.requests[:3] == LISTS
     assert len(dry_runs(transport)) == 4 and len(transport.requests) == 7
     assert not plan.unchanged and plan.flags == ("--refresh",) * refresh
-    assert plan.checked == preflighted.Checked(preflighted.digest(config), SERVER)
+    assert plan.checked == handoff.Checked(handoff.digest(config), SERVER)
 
 
 def test_an_object_gone_out_of_band_asks_for_a_refresh_and_a_caller_may_force_one() -> None:

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane_pulumi import cli, config_files, errors, views
+from infercrane_pulumi import errors
+from infercrane_pulumi.cli import commands, views
 from infercrane_pulumi.cluster import runstatus
 from infercrane_pulumi.cluster.client import Cluster, Response
-from infercrane_pulumi.kinds import CONFIG_MAP
-from infercrane_pulumi.records import DesiredVersion
+from infercrane_pulumi.config import files
+from infercrane_pulumi.objects.kinds import CONFIG_MAP
+from infercrane_pulumi.program.records import DesiredVersion
 from infercrane_pulumi.review.changes import KeyChange, StackChanges
 from tests.unit.fake_cluster import FakeTransport
 from tests.unit.test_cli import run
@@ -228,7 +230,7 @@ def test_up_writes_each_run_to_the_status_a_refused_file_included(
     assert body["data"]["problems"].splitlines() == problems
     assert (body["data"]["result"], body["data"]["appliedVersion"]) == ("failed", "4711")
 
-    monkeypatch.setattr("infercrane_pulumi.cli.run_stack_file", lambda *_, **__: APPLIED)
+    monkeypatch.setattr("infercrane_pulumi.cli.commands.run_stack_file", lambda *_, **__: APPLIED)
     path.write_text(yaml.safe_dump({"config": {"infercrane:kubernetes": KUBERNETES}}))
     code, out, err = run(["up", *flags], connect=lambda _: Cluster(transport), environ=ENVIRON)
     assert (code, err) == (0, "")
@@ -240,7 +242,7 @@ def test_a_status_that_cannot_be_written_is_one_line_on_stderr_and_changes_no_ex
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stack_file(tmp_path, {"infercrane:kubernetes": KUBERNETES})
-    monkeypatch.setattr("infercrane_pulumi.cli.run_stack_file", lambda *_, **__: APPLIED)
+    monkeypatch.setattr("infercrane_pulumi.cli.commands.run_stack_file", lambda *_, **__: APPLIED)
     transport = Recording(existing={"metadata": {"name": STATUS}})
     flags = ["--stack", NS, "--project-dir", str(tmp_path), "--status-configmap", STATUS, "--json"]
     code, out, err = run(["up", *flags], connect=lambda _: Cluster(transport), environ=ENVIRON)
@@ -259,18 +261,18 @@ def test_a_file_refused_whole_is_reported_where_the_last_file_put_the_status(
     path = stack_file(tmp_path, {"infercrane:kubernetes": KUBERNETES})
 
     def engine(stack: Path, *_: Any, **__: Any) -> StackChanges:
-        config_files.parse_stack_settings(stack.read_text(), source=str(stack))  # a bomb: no
+        files.parse_stack_settings(stack.read_text(), source=str(stack))  # a bomb: no
         return APPLIED
 
-    monkeypatch.setattr("infercrane_pulumi.cli.run_stack_file", engine)
+    monkeypatch.setattr("infercrane_pulumi.cli.commands.run_stack_file", engine)
     transport = Recording()
     flags = ["--stack", NS, "--project-dir", str(tmp_path), "--status-configmap", STATUS]
-    args = cli.parser().parse_args(["up", *flags, "--json"])
+    args = commands.parser().parse_args(["up", *flags, "--json"])
     args.format = "table"
-    ctx = cli.Context(lambda _: Cluster(transport), ENVIRON, io.StringIO())
+    ctx = commands.Context(lambda _: Cluster(transport), ENVIRON, io.StringIO())
     where: dict[str, Any] = {}
-    assert cli._once(args, ctx, io.StringIO(), where) == 0
+    assert commands._once(args, ctx, io.StringIO(), where) == 0
     path.write_text("config: &a [*a]\n")  # an alias of itself: no settings in it
-    assert cli._once(args, ctx, io.StringIO(), where) == errors.EXIT_CODES["invalid-config"]
+    assert commands._once(args, ctx, io.StringIO(), where) == errors.EXIT_CODES["invalid-config"]
     assert [body["data"]["result"] for body in transport.bodies] == ["applied", "failed"]
     assert transport.bodies[-1]["data"]["error"] == "invalid-config"

@@ -9,9 +9,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from infercrane_pulumi import workloads
-from infercrane_pulumi.config_rules import parse_policy, parse_stack_config
-from infercrane_pulumi.intents import PolicySettings
+from infercrane_pulumi.config.intents import PolicySettings
+from infercrane_pulumi.config.rules import parse_policy, parse_stack_config
+from infercrane_pulumi.objects import workloads
 from tests.unit import samples
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from infercrane_pulumi import workloads
+from infercrane_pulumi.objects import workloads
+from infercrane_pulumi.objects.workloads import render
 from infercrane_pulumi.policy import rules
-from infercrane_pulumi.workloads import render  # by name, before the spy exists
 from tests.spies import Call, spy
 from tests.unit import fake_cluster
 

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import config_files, naming
 from infercrane_pulumi.automation import stacks
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.config_rules import parse_stack_config
+from infercrane_pulumi.config import files
+from infercrane_pulumi.config.intents import KubernetesSettings, PolicySettings, StackConfig
+from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError, DamagedStateError, UnsettledStateError
-from infercrane_pulumi.intents import KubernetesSettings, PolicySettings, StackConfig
-from infercrane_pulumi.records import Applied, AppliedObject
+from infercrane_pulumi.objects import naming
+from infercrane_pulumi.program.records import Applied, AppliedObject
 from tests.unit import samples
 from tests.unit.fake_cluster import FakeTransport
 from tests.unit.fake_stacks import FakeStack, serve
@@ -58,7 +59,7 @@ def outputs(settings: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "before-the-record"])
 def test_the_applied_settings_are_read_from_the_outputs(recorded: bool) -> None:
-    record_ = config_files.settings_record(APPLIED.kubernetes) if recorded else None
+    record_ = files.settings_record(APPLIED.kubernetes) if recorded else None
     written = outputs(record_)
     assert stacks.applied(outputs_of(written)) == Applied(
         intents=APPLIED.replicas[:1],

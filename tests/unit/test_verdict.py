@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi import naming, workloads
 from infercrane_pulumi.cluster.verdict import judge
-from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.intents import StackConfig
-from infercrane_pulumi.records import Applied
-from infercrane_pulumi.workloads import render
+from infercrane_pulumi.config.intents import StackConfig
+from infercrane_pulumi.config.rules import parse_stack_config
+from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects.workloads import render
+from infercrane_pulumi.program.records import Applied
 from tests.unit import samples
 from tests.unit.fake_cluster import NS
 from tests.unit.test_run import STACK, applied, record, stack

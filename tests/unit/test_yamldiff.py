@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from infercrane_pulumi import workloads
-from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.manifests import Manifest, to_yaml
+from infercrane_pulumi.config.rules import parse_stack_config
+from infercrane_pulumi.objects import workloads
+from infercrane_pulumi.objects.manifests import Manifest, to_yaml
 from infercrane_pulumi.review.yamldiff import SECRET_SIG, SIG_KEY, diff_objects
 from tests.unit import samples
 

@@ -248,7 +248,7 @@ func (h *host) RunPlugin(
 }
 
 // configFileEnv names the file that holds the whole configuration when it is too large for the
-// environment; InferCrane's program loads it (infercrane_pulumi/program.py).
+// environment; InferCrane's program loads it (infercrane_pulumi/program/program.py).
 const configFileEnv = "INFERCRANE_PULUMI_CONFIG_FILE"
 
 // maxConfigEnv keeps PULUMI_CONFIG well under Linux's 128 KiB limit for one environment string

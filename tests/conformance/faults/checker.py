@@ -21,9 +21,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infercrane_pulumi import kinds, naming, workloads
 from infercrane_pulumi.cluster.client import Cluster, raise_for_status
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.objects import kinds, naming, workloads
 from tests.conformance.harness import replica
 from tests.conformance.realnode import STANDIN_RESOURCES
 

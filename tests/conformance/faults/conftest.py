@@ -15,7 +15,7 @@ from kubernetes import client
 from infercrane_pulumi import automation
 from infercrane_pulumi.automation import NamespaceStack
 from infercrane_pulumi.cluster.client import Cluster, RestTransport
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from tests.conformance import conftest as conformance
 from tests.conformance.backends import Backend, Tenant
 from tests.conformance.faults.checker import ObjectId, fingerprints, intent, listed

@@ -45,14 +45,16 @@ from typing import Any, Literal
 from pulumi import automation as auto
 
 from infercrane_dev.localcluster.processes import kill_tree, process_start_ticks
-from infercrane_pulumi import components, kinds, naming
-from infercrane_pulumi.automation import NamespaceStack, engine, holders
+from infercrane_pulumi.automation import NamespaceStack, engine
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.results import StackResult, step_of
+from infercrane_pulumi.automation.state import holders
 from infercrane_pulumi.cluster import deletion
 from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.config.intents import ReplicaIntent
 from infercrane_pulumi.errors import InferCraneError
-from infercrane_pulumi.intents import ReplicaIntent
+from infercrane_pulumi.objects import kinds, naming
+from infercrane_pulumi.program import components
 from tests.conformance import replica
 from tests.conformance.harness import ENGINE_BINARIES, require_toolchain, wait_for
 from tests.conformance.replica import Replica, SharedBackend

@@ -49,10 +49,10 @@ from hypothesis.stateful import (
 )
 from kubernetes import client
 
-from infercrane_pulumi import kinds, naming
 from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.cluster.client import Cluster, raise_for_status
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.backends import Tenant
 from tests.conformance.faults import checker
 from tests.conformance.faults.checker import Listing, ObjectId

@@ -43,12 +43,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 from kubernetes import client
 
 from infercrane_dev.localcluster.processes import kill_tree
-from infercrane_pulumi import records
 from infercrane_pulumi.automation import engine, project
 from infercrane_pulumi.cluster.client import Cluster
-from infercrane_pulumi.config_files import parse_stack_text
+from infercrane_pulumi.config.files import parse_stack_text
+from infercrane_pulumi.config.intents import ALLOW_EMPTY_KEY, KUBERNETES_KEY, REPLICAS_KEY
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import ALLOW_EMPTY_KEY, KUBERNETES_KEY, REPLICAS_KEY
+from infercrane_pulumi.program import records
 from tests.conformance.backends import Tenant
 from tests.conformance.faults import checker
 from tests.conformance.faults.test_deletion_rule import KEY_OF_NAME, POOL, VARIANTS, World

@@ -35,7 +35,7 @@ import pytest
 
 from infercrane_dev.statestores.postgres import PostgresServer
 from infercrane_dev.statestores.s3 import S3Server
-from infercrane_pulumi.intents import KubernetesSettings
+from infercrane_pulumi.config.intents import KubernetesSettings
 from tests.conformance.faults import checker
 from tests.conformance.faults.checker import Expected, Listing, intent
 from tests.conformance.faults.conftest import Site

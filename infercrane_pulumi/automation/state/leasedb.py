@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
-from infercrane_pulumi.automation import backends
+from infercrane_pulumi.automation.state import backends
 from infercrane_pulumi.errors import (
     BackendRefusedError,
     BackendUnavailableError,

@@ -47,14 +47,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import (
+from infercrane_pulumi.config.intents import (
     IN_CLUSTER_CONTEXT,
     KUBERNETES_KEY,
     KubernetesSettings,
     StackConfig,
 )
-from infercrane_pulumi.validators import is_kubeconfig_contents, kubeconfig_document
+from infercrane_pulumi.config.validators import is_kubeconfig_contents, kubeconfig_document
+from infercrane_pulumi.errors import ConfigError
 
 # The driver-side name of the fallback, for refusals.
 DRIVER_KUBECONFIG = "the driver's kubeconfig (PulumiEnvironment.kubeconfig, or $KUBECONFIG)"

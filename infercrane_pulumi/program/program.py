@@ -8,7 +8,7 @@ registered resources and zero writes. ``pulumi up`` runs it in a process of its 
 ``judged``); every driver serves it from its own process (``automation.engine``), handing it
 what it judged for exactly that configuration (``served``: the objects it rendered, checked and
 judged, on the API server it checked) and what it carries: a key the driver verified unchanged
-and left out of a targeted run (``carried``) is exported as the stack recorded it, not
+and left out of a targeted run (``handoff.Carried``) is exported as the stack recorded it, not
 registered. A refusal is reported twice: as the error itself to the driver that serves the
 program (``report``) and as the run's error text (for people running ``pulumi up``).
 
@@ -28,14 +28,21 @@ from typing import Any
 
 import pulumi
 
-from infercrane_pulumi import config_files, kubeconfigs, naming, preflighted, records, workloads
-from infercrane_pulumi.carried import Carried
-from infercrane_pulumi.components import ReplicaComponent, stack_provider
-from infercrane_pulumi.config_files import plain_kubeconfig_problems
-from infercrane_pulumi.config_rules import parse_stack_section
+from infercrane_pulumi.config import files, kubeconfigs
+from infercrane_pulumi.config.files import plain_kubeconfig_problems
+from infercrane_pulumi.config.intents import (
+    CONFIG_NAMESPACE,
+    KUBERNETES_KEY,
+    STACK_KEYS,
+    StackConfig,
+)
+from infercrane_pulumi.config.rules import parse_stack_section
 from infercrane_pulumi.errors import ConfigError, DamagedStateError, InferCraneError
-from infercrane_pulumi.intents import CONFIG_NAMESPACE, KUBERNETES_KEY, STACK_KEYS, StackConfig
+from infercrane_pulumi.objects import naming, workloads
 from infercrane_pulumi.policy.rules import Finding, enforce
+from infercrane_pulumi.program import handoff, records
+from infercrane_pulumi.program.components import ReplicaComponent, stack_provider
+from infercrane_pulumi.program.handoff import Carried
 
 # What judges a configuration before anything is registered: the objects to register, or a
 # refusal raised.
@@ -130,7 +137,7 @@ def build_program(
         pulumi.export(records.WORKLOAD_API_OUTPUT, config.kubernetes.workload_api)
         # What was applied, but the credentials: a ``remove`` or an observation from any
         # process judges against it, never against a file's pending edits.
-        pulumi.export(records.SETTINGS_OUTPUT, config_files.settings_record(config.kubernetes))
+        pulumi.export(records.SETTINGS_OUTPUT, files.settings_record(config.kubernetes))
         pulumi.export(records.REPLICAS_OUTPUT, replicas)
         for name, value in (provenance or records.Provenance()).outputs().items():
             pulumi.export(name, value)
@@ -173,7 +180,7 @@ def judged(preflight: Preflight) -> Judge:
 
 
 def served(
-    checked: preflighted.Checked,
+    checked: handoff.Checked,
     rendered: workloads.Rendered,
     findings: Sequence[Finding],
     preflight: Preflight,
@@ -192,7 +199,7 @@ def served(
                 f"{KUBERNETES_KEY}.kubeconfig: the provider would reach {reached}, but this "
                 f"run's checks read {checked.cluster}; nothing was written"
             )
-        if checked.digest != preflighted.digest(config):
+        if checked.digest != handoff.digest(config):
             return judged(preflight)(config)
         warn(findings)
         return rendered

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from infercrane_pulumi.automation import backends, leasedb, s3
 from infercrane_pulumi.automation.engine.checkpoints import ATTRIBUTES
 from infercrane_pulumi.automation.engine.process import inherited
 from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.automation.state import backends, leasedb, s3
 from infercrane_pulumi.errors import BackendUnavailableError
 
 

@@ -2,7 +2,7 @@
 every driver.
 
 The program exports, at every run (``program``, ``components``): the namespace and workload API,
-the settings it applied (``config_files.settings_record``: all but the kubeconfig) and, per external
+the settings it applied (``files.settings_record``: all but the kubeconfig) and, per external
 key, its ``KeyRecord``: resource ID, endpoint, the applied intent, and each object's kind, name,
 uid and generation as the apply left them. Any process sharing the backend reads them back as
 an ``Applied`` (``from_outputs``), so that ``remove``, ``observe`` and a verified no-op judge
@@ -16,9 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypedDict, TypeVar
 
-from infercrane_pulumi import config_files, naming
-from infercrane_pulumi.config_rules import parse_stack_config
-from infercrane_pulumi.intents import KubernetesSettings, PolicySettings, ReplicaIntent, StackConfig
+from infercrane_pulumi.config import files
+from infercrane_pulumi.config.intents import (
+    KubernetesSettings,
+    PolicySettings,
+    ReplicaIntent,
+    StackConfig,
+)
+from infercrane_pulumi.config.rules import parse_stack_config
+from infercrane_pulumi.objects import naming
 
 # The stack's outputs, by name.
 NAMESPACE_OUTPUT = "namespace"
@@ -132,7 +138,7 @@ class Applied:
     objects: Mapping[str, tuple[AppliedObject, ...]] = field(default_factory=dict)
     settings: KubernetesSettings | None = None
     # Each key's record in the outputs, exactly as the program wrote it: what a run that
-    # leaves a verified key out of the program exports for it (``carried``).
+    # leaves a verified key out of the program exports for it (``handoff.Carried``).
     records: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # The version of the desired state the run read from the API server (None: it was given
     # a file, or ran by hand), and the cluster it applied to (None: ran by hand, or before
@@ -147,7 +153,7 @@ class Applied:
         ``given``, which a caller that must not apply pending edits proves first (the
         ``keep`` of ``cluster.verdict``). Under no policy (``PolicySettings.judging_nothing``)."""
         settings = given if self.settings is None else self.settings
-        document = config_files.settings_record(settings)
+        document = files.settings_record(settings)
         if given.kubeconfig is not None:
             document["kubeconfig"] = given.kubeconfig
         return parse_stack_config(

@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from infercrane_pulumi import manifests, naming, readiness
-from infercrane_pulumi.intents import (
+from infercrane_pulumi.config.intents import (
     KubernetesSettings,
     ReplicaIntent,
     StackConfig,
     WorkloadApiName,
 )
-from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE, Kind
-from infercrane_pulumi.manifests import Manifest
+from infercrane_pulumi.objects import manifests, naming, readiness
+from infercrane_pulumi.objects.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE, Kind
+from infercrane_pulumi.objects.manifests import Manifest
 
 DNS_LABEL_MAX = 63
 Builder = Callable[[KubernetesSettings, ReplicaIntent, Manifest], Manifest]

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from infercrane_pulumi.intents import (
+from infercrane_pulumi.config.intents import (
     HOME_PATH,
     MODEL_CACHE_PATH,
     KubernetesSettings,

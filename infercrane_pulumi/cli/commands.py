@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from infercrane_pulumi import kubeconfigs, manifests, reconcile, views, workloads
 from infercrane_pulumi.automation import (
     EnvironmentFlags,
     Operation,
@@ -36,9 +35,10 @@ from infercrane_pulumi.automation import (
 )
 from infercrane_pulumi.automation.environment import pulumi_paths
 from infercrane_pulumi.automation.stackfiles import stack_name
+from infercrane_pulumi.cli import every, views
 from infercrane_pulumi.cluster import client, doctor, runstatus
-from infercrane_pulumi.components import PLUGIN_VERSION
-from infercrane_pulumi.config_files import (
+from infercrane_pulumi.config import kubeconfigs
+from infercrane_pulumi.config.files import (
     QUIET_SECONDS,
     load_policy_file,
     load_stack_file,
@@ -46,6 +46,7 @@ from infercrane_pulumi.config_files import (
     read_settled,
     stack_file,
 )
+from infercrane_pulumi.config.intents import KubernetesSettings, PolicySettings, StackConfig
 from infercrane_pulumi.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -56,7 +57,8 @@ from infercrane_pulumi.errors import (
     InferCraneError,
     InternalError,
 )
-from infercrane_pulumi.intents import KubernetesSettings, PolicySettings, StackConfig
+from infercrane_pulumi.objects import manifests, workloads
+from infercrane_pulumi.program.components import PLUGIN_VERSION
 from infercrane_pulumi.review import comments, offline_diff
 
 Connect = Callable[[Any], client.Cluster]
@@ -253,7 +255,7 @@ def _progress(command: argparse.ArgumentParser) -> None:
     command.add_argument("--events", action="store_true", help="progress as JSON Lines on stderr")
     command.add_argument(
         "--timeout",
-        type=reconcile.period,
+        type=every.period,
         metavar="SECONDS",
         help="stop the engine this long after the run started (run-timeout, retryable: the "
         "next run recovers what it left); default: no deadline",
@@ -318,7 +320,7 @@ _status = _named_configmap(
 def _every(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--every",
-        type=reconcile.period,
+        type=every.period,
         metavar="SECONDS",
         help="keep applying the stack file: again as soon as it changes and at least every "
         "SECONDS, one result per run (with --json, one envelope per line), until SIGTERM or "
@@ -461,7 +463,7 @@ def main(
     where: dict[str, KubernetesSettings] = {}  # the status's settings, kept between runs
     if getattr(args, "every", None) is None:
         return _once(args, ctx, stdout, where)
-    return reconcile.until_terminated(
+    return every.until_terminated(
         lambda: _once(args, ctx, stdout, where), watched=_stack_file(args), every=args.every
     )
 

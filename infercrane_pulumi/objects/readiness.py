@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from infercrane_pulumi import naming
+from infercrane_pulumi.objects import naming
 
 State = Literal["ready", "provisioning", "failed", "degraded", "absent", "orphaned"]
 Object = Mapping[str, Any]

@@ -17,9 +17,10 @@ pruning never names, so a kept update is never deleted.
 
 from __future__ import annotations
 
-from infercrane_pulumi.automation import blobs, project
+from infercrane_pulumi.automation import project
 from infercrane_pulumi.automation.engine import history
 from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.automation.state import blobs
 from infercrane_pulumi.errors import ConfigError
 
 KEEP_ALL_HINT = "INFERCRANE_KEPT_UPDATES=all, or PulumiEnvironment(kept_updates=None)"

@@ -46,9 +46,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from infercrane_pulumi.automation import backends, fencing, leasedb
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.automation.leasedb import CLIENT_TIMEOUT_MS
+from infercrane_pulumi.automation.state import backends, fencing, leasedb
+from infercrane_pulumi.automation.state.leasedb import CLIENT_TIMEOUT_MS
 from infercrane_pulumi.errors import BackendUnavailableError, StackBusyError
 
 HEARTBEAT_SECONDS = 1.0

@@ -19,8 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.intents import (
+from infercrane_pulumi.config.intents import (
     ALLOW_EMPTY_KEY,
     CONFIG_NAMESPACE,
     ENGINE_NAMESPACE,
@@ -38,12 +37,13 @@ from infercrane_pulumi.intents import (
     StackConfig,
     effective_resources,
 )
-from infercrane_pulumi.validators import (
+from infercrane_pulumi.config.validators import (
     PLACEHOLDER,
     WORKLOAD_PLACEHOLDERS,
     kubeconfig_document,
     quantity_value,
 )
+from infercrane_pulumi.errors import ConfigError
 
 
 def parse_stack_section(section: Mapping[str, Any]) -> StackConfig:

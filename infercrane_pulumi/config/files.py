@@ -1,7 +1,7 @@
 """Stack files: where a project keeps them, reading one (from disk, once it is whole:
 ``read_settled``, or from a git revision), writing one (every writer's one way:
 ``write_config``), and the refusal of kubeconfig contents in plain text. The document's
-``config`` section goes through ``config_rules.parse_stack_section``, as the program's own
+``config`` section goes through ``config.rules.parse_stack_section``, as the program's own
 configuration does.
 """
 
@@ -16,13 +16,7 @@ from typing import Any
 
 import yaml
 
-from infercrane_pulumi.config_rules import (
-    parse_kubernetes_section,
-    parse_policy,
-    parse_stack_section,
-)
-from infercrane_pulumi.errors import ConfigError, StaleDesiredStateError
-from infercrane_pulumi.intents import (
+from infercrane_pulumi.config.intents import (
     ALLOW_EMPTY_KEY,
     KUBERNETES_KEY,
     POLICY_KEY,
@@ -32,7 +26,13 @@ from infercrane_pulumi.intents import (
     PolicySettings,
     StackConfig,
 )
-from infercrane_pulumi.validators import is_kubeconfig_contents
+from infercrane_pulumi.config.rules import (
+    parse_kubernetes_section,
+    parse_policy,
+    parse_stack_section,
+)
+from infercrane_pulumi.config.validators import is_kubeconfig_contents
+from infercrane_pulumi.errors import ConfigError, StaleDesiredStateError
 
 # Where a project keeps its stack files, and their names: stacks/Pulumi.<stack>.yaml.
 STACK_CONFIG_DIR = "stacks"

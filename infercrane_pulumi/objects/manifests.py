@@ -13,10 +13,10 @@ from collections.abc import Mapping
 
 import yaml
 
-from infercrane_pulumi import naming, podspec
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
-from infercrane_pulumi.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
-from infercrane_pulumi.podspec import (
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.objects import naming, podspec
+from infercrane_pulumi.objects.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
+from infercrane_pulumi.objects.podspec import (
     DEPLOYMENT_POD,
     KSERVE_POD,
     PORT_NAME,

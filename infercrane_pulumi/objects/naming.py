@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 
 NAME_PREFIX = "infercrane-"
 KEY_HASH_CHARS = 24
@@ -29,7 +29,7 @@ ANNOTATION_CONTRACT = "infercrane.dev/provider-contract"
 ANNOTATION_INTENT_HASH = "infercrane.dev/intent-hash"
 
 # The Pulumi project every driver runs (``automation.project`` writes it), and the stack output
-# recording the settings a run applied (``config_files.settings_record``).
+# recording the settings a run applied (``config.files.settings_record``).
 PROJECT_NAME = "infercrane"
 SETTINGS_OUTPUT = "kubernetes"
 

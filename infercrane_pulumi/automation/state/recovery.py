@@ -31,8 +31,9 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
-from infercrane_pulumi.automation import blobs, engine, project
+from infercrane_pulumi.automation import engine, project
 from infercrane_pulumi.automation.environment import PulumiEnvironment
+from infercrane_pulumi.automation.state import blobs
 from infercrane_pulumi.errors import BackendUnavailableError, ConfigError, StackBusyError
 
 

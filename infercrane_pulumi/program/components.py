@@ -17,11 +17,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infercrane_pulumi import naming, workloads
-from infercrane_pulumi.intents import KubernetesSettings, ReplicaIntent
-from infercrane_pulumi.kinds import KINDS
-from infercrane_pulumi.manifests import Manifest
-from infercrane_pulumi.records import KeyRecord, ObjectRecord
+from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
+from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects.kinds import KINDS
+from infercrane_pulumi.objects.manifests import Manifest
+from infercrane_pulumi.program.records import KeyRecord, ObjectRecord
 
 # The pulumi-kubernetes plugin the program asks for, whichever SDK of the supported range is
 # installed (an SDK asks for its own version otherwise): the one hack/tools builds and the
