@@ -17,7 +17,7 @@ from benchmarks import scenario
 from benchmarks.progress import Progress
 from benchmarks.sampling import Usage
 from benchmarks.workbench import Workbench
-from infercrane_pulumi.cluster.client import (
+from infercrane_pulumi.cluster.api import (
     APPLY_CONTENT_TYPE,
     Cluster,
     Response,

@@ -18,7 +18,7 @@ from benchmarks.progress import EventCounter, Progress
 from benchmarks.sampling import Usage
 from benchmarks.workbench import Workbench
 from infercrane_pulumi.automation import StackResult
-from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.objects.kinds import KINDS
 

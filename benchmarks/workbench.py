@@ -24,7 +24,8 @@ from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi import automation
-from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from infercrane_pulumi.cluster.api import Cluster
+from infercrane_pulumi.cluster.client import RestTransport
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.objects import kinds
 

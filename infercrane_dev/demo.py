@@ -44,7 +44,7 @@ from infercrane_dev.statestores import postgres
 from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi import automation
 from infercrane_pulumi.cli import views
-from infercrane_pulumi.cluster import client, doctor, observe
+from infercrane_pulumi.cluster import api, client, doctor, observe
 from infercrane_pulumi.config.files import load_stack_file, stack_file
 from infercrane_pulumi.config.intents import StackConfig
 from infercrane_pulumi.objects import workloads
@@ -79,7 +79,7 @@ def show(found: Sequence[observe.ReplicaObservation]) -> None:
             )
 
 
-def settle(cluster: client.Cluster, config: StackConfig) -> list[observe.ReplicaObservation]:
+def settle(cluster: api.Cluster, config: StackConfig) -> list[observe.ReplicaObservation]:
     """Observe until every replica whose GPU product has a node is ready (or time runs out)."""
     deadline = time.monotonic() + SETTLE_SECONDS
     while True:
@@ -118,7 +118,7 @@ def start_control_plane(*, kserve: bool) -> LocalControlPlane:
     return plane
 
 
-def served_models(admin: client.Cluster, config: StackConfig, worker_key: str) -> list[str]:
+def served_models(admin: api.Cluster, config: StackConfig, worker_key: str) -> list[str]:
     """What the stack's L40S replica answers on ``GET /v1/models`` from this host, through the
     Service its endpoint names (its own, or KServe's predictor), with the worker key and
     without it."""
@@ -205,11 +205,11 @@ def _up_and_show(
     show what it made and what its L40S replica serves."""
     path = stack_file(PROJECT_DIR, stack)
     config = load_stack_file(path)
-    namespace, api = config.kubernetes.namespace, config.kubernetes.workload_api
-    print(f"\n== stack {stack}: namespace {namespace}, workloadApi {api} ==")
+    namespace, workload_api = config.kubernetes.namespace, config.kubernetes.workload_api
+    print(f"\n== stack {stack}: namespace {namespace}, workloadApi {workload_api} ==")
     with control_plane.api_client(control_plane.admin_context) as admin:
         worker_key = bootstrap_namespace(
-            admin, namespace, deploy_dir=DEPLOY_DIR, workload_api=api, observe=True
+            admin, namespace, deploy_dir=DEPLOY_DIR, workload_api=workload_api, observe=True
         ).worker_secret_value
     print(
         "bootstrapped deploy/kubernetes (with the optional Pod reader) and the worker Secret "
@@ -236,7 +236,7 @@ def _up_and_show(
     if control_plane.real_node is not None:
         print("\nThe L40S replica's stand-in server, asked from this host:")
         with control_plane.api_client(control_plane.admin_context) as admin:
-            cluster = client.Cluster(client.RestTransport(admin), context="admin")
+            cluster = api.Cluster(client.RestTransport(admin), context="admin")
             for line in served_models(cluster, config, worker_key):
                 print(f"  {line}")
 

@@ -23,7 +23,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from infercrane_pulumi import errors
-from infercrane_pulumi.cli.commands import COMMANDS, Command, parser
+from infercrane_pulumi.cli.commands import COMMANDS, Command
+from infercrane_pulumi.cli.entry import parser
 from infercrane_pulumi.config import intents
 
 # Where the generated pages live inside the site (``mkdocs.yml``'s nav names them).

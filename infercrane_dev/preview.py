@@ -27,7 +27,7 @@ from infercrane_dev.localcluster.bootstrap import bootstrap_namespace
 from infercrane_dev.toolchain import find_binary
 from infercrane_pulumi import automation
 from infercrane_pulumi.automation.project import write_project
-from infercrane_pulumi.cli import commands
+from infercrane_pulumi.cli import entry
 from infercrane_pulumi.config.files import parse_stack_text, stack_file
 from infercrane_pulumi.config.intents import KUBERNETES_KEY
 
@@ -76,7 +76,7 @@ def run(*, stack: str, base: str | None) -> int:
         target.write_text(head_file)
         comment = io.StringIO()
         with contextlib.redirect_stderr(io.StringIO()):
-            code = commands.main(
+            code = entry.main(
                 [
                     "preview",
                     "--stack",

@@ -33,7 +33,7 @@ from infercrane_pulumi.automation.run import (
     exclusive,
     run,
 )
-from infercrane_pulumi.cluster import client, doctor, observe
+from infercrane_pulumi.cluster import api, client, doctor, observe
 from infercrane_pulumi.config import kubeconfigs
 from infercrane_pulumi.config.files import kubeconfig_entry, stack_file, write_config
 from infercrane_pulumi.config.intents import (
@@ -148,7 +148,7 @@ class NamespaceStack:
     def _exclusive(self) -> contextlib.AbstractContextManager[Held]:
         return exclusive(self.env, self.stack_name, self.wait_seconds)
 
-    def _connect(self, settings: KubernetesSettings) -> client.Cluster:
+    def _connect(self, settings: KubernetesSettings) -> api.Cluster:
         return client.connect(kubeconfigs.resolved(settings, self.env.kubeconfig))
 
     def _write(self, stack: auto.Stack, config: StackConfig) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from infercrane_pulumi.cluster import client, ownership, preflight, verdict
+from infercrane_pulumi.cluster import api, ownership, preflight, verdict
 from infercrane_pulumi.config import files
 from infercrane_pulumi.objects import workloads
 from infercrane_pulumi.program import handoff
@@ -51,7 +51,7 @@ class Plan:
 
 
 def plan_run(
-    cluster: client.Cluster,
+    cluster: api.Cluster,
     operation: Operation,
     rendered: workloads.Rendered,
     applied: Applied,

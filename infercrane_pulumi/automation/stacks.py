@@ -22,7 +22,7 @@ from pulumi import automation as auto
 from infercrane_pulumi.automation import engine, failures, project, pulumi_versions
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.state import leasedb, recovery
-from infercrane_pulumi.cluster import client, observe, preflight, verdict
+from infercrane_pulumi.cluster import api, observe, preflight, verdict
 from infercrane_pulumi.config.intents import KubernetesSettings, StackConfig
 from infercrane_pulumi.errors import (
     ConfigError,
@@ -37,7 +37,7 @@ from infercrane_pulumi.program import records
 from infercrane_pulumi.program.records import Applied
 
 # How a caller reads the cluster with settings it did not choose (the applied ones).
-Connect = Callable[[KubernetesSettings], client.Cluster]
+Connect = Callable[[KubernetesSettings], api.Cluster]
 
 
 @contextlib.contextmanager

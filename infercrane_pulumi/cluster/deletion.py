@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from infercrane_pulumi.cluster.client import Cluster, failure, object_subject
+from infercrane_pulumi.cluster.api import Cluster, failure, object_subject
 from infercrane_pulumi.cluster.preflight import DRY_RUN_CONCURRENCY, Snapshot
 from infercrane_pulumi.cluster.verdict import Doomed
 from infercrane_pulumi.config.intents import KubernetesSettings

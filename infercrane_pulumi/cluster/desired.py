@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from infercrane_pulumi.cluster.client import Cluster, subject
+from infercrane_pulumi.cluster.api import Cluster, subject
 from infercrane_pulumi.errors import ConfigError, StaleDesiredStateError
 from infercrane_pulumi.objects.kinds import CONFIG_MAP
 from infercrane_pulumi.program.records import DesiredVersion

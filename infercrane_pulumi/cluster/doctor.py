@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infercrane_pulumi.cluster import verdict
-from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.cluster.preflight import api_problem
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import InferCraneError

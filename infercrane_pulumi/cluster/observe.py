@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infercrane_pulumi.cluster import verdict
-from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config.intents import ReplicaIntent, StackConfig
 from infercrane_pulumi.objects import naming, workloads
 from infercrane_pulumi.objects.kinds import POD

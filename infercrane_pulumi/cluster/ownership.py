@@ -15,7 +15,7 @@ deletes each key's component (``delete_named``, from the program's delete hook).
 from __future__ import annotations
 
 from infercrane_pulumi.cluster import deletion, preflight, verdict
-from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import ConfigError, OwnershipError
 from infercrane_pulumi.objects import workloads

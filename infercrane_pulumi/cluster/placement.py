@@ -13,7 +13,7 @@ A person's ``pulumi up`` records nothing, so the next driver's run records afres
 
 from __future__ import annotations
 
-from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config import kubeconfigs
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import ConfigError

@@ -13,13 +13,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from infercrane_pulumi.cluster.client import (
-    Cluster,
-    Response,
-    failure,
-    object_subject,
-    status_message,
-)
+from infercrane_pulumi.cluster.api import Cluster, Response, failure, object_subject, status_message
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, RejectedError
 from infercrane_pulumi.objects import workloads

@@ -28,7 +28,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from infercrane_pulumi.cluster.client import Cluster, failure, subject
+from infercrane_pulumi.cluster.api import Cluster, failure, subject
 from infercrane_pulumi.errors import ClusterForbiddenError, OwnershipError
 from infercrane_pulumi.objects import naming
 from infercrane_pulumi.objects.kinds import CONFIG_MAP

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from infercrane_pulumi.cluster.client import object_subject, subject
+from infercrane_pulumi.cluster.api import object_subject, subject
 from infercrane_pulumi.cluster.preflight import Snapshot
 from infercrane_pulumi.config.intents import ALLOW_EMPTY_KEY, REPLICAS_KEY, StackConfig
 from infercrane_pulumi.objects import naming, workloads

@@ -20,7 +20,8 @@ from infercrane_dev.statestores import postgres, s3
 from infercrane_dev.statestores.postgres import PostgresServer
 from infercrane_dev.statestores.s3 import S3Server
 from infercrane_pulumi import automation
-from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from infercrane_pulumi.cluster.api import Cluster
+from infercrane_pulumi.cluster.client import RestTransport
 from infercrane_pulumi.config.intents import WorkloadApiName
 from tests.conformance.backends import Backend, Tenant, connect, open_backend
 from tests.conformance.gpus import GpuSupply, Pools

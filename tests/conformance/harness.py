@@ -29,7 +29,7 @@ from pulumi import automation as auto
 from infercrane_dev.toolchain import BinaryNotFoundError, find_binary
 from infercrane_pulumi import automation
 from infercrane_pulumi.automation import NamespaceStack, project
-from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config.files import STACK_CONFIG_DIR, stack_file
 from infercrane_pulumi.config.intents import ALLOW_EMPTY_KEY, KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.objects import kinds, naming

@@ -13,7 +13,8 @@ from typing import Any
 from kubernetes import client
 
 from infercrane_dev.localcluster.crds import load_crds
-from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from infercrane_pulumi.cluster.api import Cluster
+from infercrane_pulumi.cluster.client import RestTransport
 from infercrane_pulumi.cluster.preflight import api_problem
 from infercrane_pulumi.objects import kinds
 from infercrane_pulumi.objects.workloads import WORKLOAD_APIS

@@ -20,7 +20,7 @@ from infercrane_dev.localcluster import LocalControlPlane
 from infercrane_dev.localcluster.realnodes import RealNodeSpec
 from infercrane_dev.tests.realnode_fixtures import require_real_node
 from infercrane_pulumi import automation
-from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.cluster.observe import ReplicaObservation
 from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.harness import ENGINE_BINARIES, ROOT, require_toolchain, wait_for

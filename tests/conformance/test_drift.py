@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infercrane_pulumi.cluster import verdict
-from infercrane_pulumi.cluster.client import APPLY_CONTENT_TYPE
+from infercrane_pulumi.cluster.api import APPLY_CONTENT_TYPE
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.objects import kinds, naming
 from infercrane_pulumi.review.changes import Drift

@@ -33,7 +33,8 @@ from kubernetes import client
 
 from infercrane_dev.localcluster.bootstrap import CONTROL_PLANE_ACCOUNT
 from infercrane_pulumi.automation import NamespaceStack, PulumiEnvironment
-from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from infercrane_pulumi.cluster.api import Cluster
+from infercrane_pulumi.cluster.client import RestTransport
 from infercrane_pulumi.config import kubeconfigs
 from infercrane_pulumi.config.intents import IN_CLUSTER_CONTEXT, KubernetesSettings
 from infercrane_pulumi.errors import ConfigError

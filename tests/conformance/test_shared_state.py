@@ -29,7 +29,8 @@ from infercrane_dev.statestores import s3
 from infercrane_dev.statestores.postgres import PostgresServer
 from infercrane_dev.statestores.s3 import S3Server
 from infercrane_pulumi.automation.state import leases
-from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from infercrane_pulumi.cluster.api import Cluster
+from infercrane_pulumi.cluster.client import RestTransport
 from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.backends import Tenant
 from tests.conformance.harness import (

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from infercrane_pulumi.cluster.client import Response
+from infercrane_pulumi.cluster.api import Response
 from infercrane_pulumi.config.intents import StackConfig
 from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.objects.kinds import KINDS

@@ -21,9 +21,9 @@ from infercrane_pulumi.automation import (
     results,
     stackfiles,
 )
-from infercrane_pulumi.cli import commands, views
+from infercrane_pulumi.cli import commands, entry, views
 from infercrane_pulumi.cluster import client
-from infercrane_pulumi.cluster.client import Cluster, Response
+from infercrane_pulumi.cluster.api import Cluster, Response
 from infercrane_pulumi.config import files
 from infercrane_pulumi.config.files import load_stack_file, stack_file
 from infercrane_pulumi.config.intents import PolicySettings, RuleId, StackConfig
@@ -46,7 +46,7 @@ APPLIED_RECORD = dataclasses.replace(record(DEMO_CONFIG), settings=DEMO_CONFIG.k
 
 def run(argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = commands.main(argv, stdout=out, stderr=err, **kwargs)
+    code = entry.main(argv, stdout=out, stderr=err, **kwargs)
     return code, out.getvalue(), err.getvalue()
 
 

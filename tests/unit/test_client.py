@@ -31,13 +31,8 @@ from urllib3.exceptions import (
 )
 from urllib3.exceptions import SSLError as Urllib3SSLError
 
-from infercrane_pulumi.cluster.client import (
-    LIST_RESTARTS,
-    Cluster,
-    Response,
-    RestTransport,
-    failure,
-)
+from infercrane_pulumi.cluster.api import LIST_RESTARTS, Cluster, Response, failure
+from infercrane_pulumi.cluster.client import RestTransport
 from infercrane_pulumi.errors import (
     ClusterAuthenticationError,
     ClusterForbiddenError,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi.cluster.client import Cluster, Response
+from infercrane_pulumi.cluster.api import Cluster, Response
 from infercrane_pulumi.cluster.deletion import delete_all
 from infercrane_pulumi.cluster.verdict import Doomed, judge
 from infercrane_pulumi.errors import OwnershipError

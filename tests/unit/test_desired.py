@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from infercrane_pulumi.cluster import desired
-from infercrane_pulumi.cluster.client import Cluster, Response
+from infercrane_pulumi.cluster.api import Cluster, Response
 from infercrane_pulumi.config.files import read_settled
 from infercrane_pulumi.errors import ConfigError, StaleDesiredStateError
 from infercrane_pulumi.program.records import DesiredVersion, from_outputs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from infercrane_pulumi.cluster.client import Cluster, Response
+from infercrane_pulumi.cluster.api import Cluster, Response
 from infercrane_pulumi.cluster.doctor import (
     OWNED_VERBS,
     DoctorRow,

@@ -54,6 +54,7 @@ RANKS = {
     "review.comments": 7,
     "review.offline_diff": 8,
     "cluster": 6,
+    "cluster.api": 5,
     "cluster.client": 6,
     "cluster.preflight": 7,
     "cluster.placement": 7,
@@ -101,9 +102,11 @@ RANKS = {
     "automation": 18,
     "cli.views": 19,
     "cli.every": 0,
+    "cli.flags": 1,
     "cli.commands": 20,
-    "cli": 21,
-    "__main__": 22,
+    "cli.entry": 21,
+    "cli": 22,
+    "__main__": 23,
 }
 # The only modules that may open the door to each outside world (product modules only).
 DOORS = {

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from infercrane_pulumi.cli import commands
+from infercrane_pulumi.cli import entry
 from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.errors import EXIT_OK, EXIT_POLICY, ConfigError
 from infercrane_pulumi.objects import naming
@@ -201,7 +201,7 @@ def test_the_policy_gate_exits_5_only_on_a_new_mandatory_violation(tmp_path: Pat
     def gate(*extra: str) -> tuple[int, str]:
         out = io.StringIO()
         argv = ["diff", "--all", "--base", "HEAD", "--project-dir", str(repo), *extra]
-        return commands.main(argv, stdout=out), out.getvalue()
+        return entry.main(argv, stdout=out), out.getvalue()
 
     assert gate("--policy-gate") == gate()  # nothing new: the same output, exit 0
     assert gate()[0] == EXIT_OK
@@ -227,9 +227,9 @@ def test_a_change_that_loosens_its_own_policy_still_meets_the_platforms(tmp_path
     hf = {"secretName": "team-hf", "key": "token"}
     write_stack(repo, [samples.replica()], policy=loosened, hfToken=hf)
     argv = ["diff", "--all", "--base", "HEAD", "--project-dir", str(repo), "--policy-gate"]
-    assert commands.main(argv, stdout=io.StringIO()) == EXIT_OK  # judged by its own alone
+    assert entry.main(argv, stdout=io.StringIO()) == EXIT_OK  # judged by its own alone
     out = io.StringIO()
-    assert commands.main([*argv, "--policy", str(platform), "--json"], stdout=out) == EXIT_POLICY
+    assert entry.main([*argv, "--policy", str(platform), "--json"], stdout=out) == EXIT_POLICY
     [doc] = json.loads(out.getvalue())["result"]
     assert doc["notes"][0] == "Both sides are judged by the platform's policy too."
     assert [(f["rule"], f["enforcement"], f["status"]) for f in doc["replicas"][0]["policy"]] == [

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from infercrane_pulumi.cluster import client, ownership, preflight, verdict
-from infercrane_pulumi.cluster.client import Cluster, Response
+from infercrane_pulumi.cluster.api import Cluster, Response
 from infercrane_pulumi.config import kubeconfigs
 from infercrane_pulumi.config.intents import StackConfig
 from infercrane_pulumi.config.kubeconfigs import ClusterIdentity

@@ -76,4 +76,4 @@ def test_the_command_s_entry_point_loads() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert {
         name: EntryPoint(name, value, "console_scripts").load() for name, value in scripts.items()
-    } == {"infercrane-pulumi": importlib.import_module("infercrane_pulumi.cli.commands").main}
+    } == {"infercrane-pulumi": importlib.import_module("infercrane_pulumi.cli.entry").main}

@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 
 from infercrane_pulumi.automation import pulumi_versions
-from infercrane_pulumi.cli import commands
+from infercrane_pulumi.cli import entry
 from infercrane_pulumi.cluster.doctor import DoctorRow
 from infercrane_pulumi.program.components import PLUGIN_VERSION
 
@@ -65,7 +65,7 @@ def test_doctor_finds_the_cli_a_run_would_use_and_the_plugin_in_pulumi_home(
 
 
 def test_version_names_ours_the_sdk_the_cli_range_and_the_plugin() -> None:
-    assert commands.version_line() == (
+    assert entry.version_line() == (
         f"infercrane-pulumi 0.1.0 (pulumi SDK {pulumi_versions.sdk_version()}, CLI >= "
         f"{pulumi_versions.sdk_version()}, < 4; pulumi-kubernetes plugin {PLUGIN_VERSION})"
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_pulumi.cli import commands
+from infercrane_pulumi.cli import entry
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "rendered"
@@ -27,5 +27,5 @@ STACKS = {
 @pytest.mark.parametrize("name", sorted(STACKS))
 def test_render_is_byte_identical_to_the_reviewed_objects(name: str) -> None:
     out = io.StringIO()
-    assert commands.main(["render", "--config", str(STACKS[name])], stdout=out) == 0
+    assert entry.main(["render", "--config", str(STACKS[name])], stdout=out) == 0
     assert out.getvalue() == (FIXTURES / f"{name}.yaml").read_text(encoding="utf-8")

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from infercrane_pulumi import errors
-from infercrane_pulumi.cli import commands, views
+from infercrane_pulumi.cli import commands, entry, views
 from infercrane_pulumi.cluster import runstatus
-from infercrane_pulumi.cluster.client import Cluster, Response
+from infercrane_pulumi.cluster.api import Cluster, Response
 from infercrane_pulumi.config import files
 from infercrane_pulumi.objects.kinds import CONFIG_MAP
 from infercrane_pulumi.program.records import DesiredVersion
@@ -267,12 +267,12 @@ def test_a_file_refused_whole_is_reported_where_the_last_file_put_the_status(
     monkeypatch.setattr("infercrane_pulumi.cli.commands.run_stack_file", engine)
     transport = Recording()
     flags = ["--stack", NS, "--project-dir", str(tmp_path), "--status-configmap", STATUS]
-    args = commands.parser().parse_args(["up", *flags, "--json"])
+    args = entry.parser().parse_args(["up", *flags, "--json"])
     args.format = "table"
     ctx = commands.Context(lambda _: Cluster(transport), ENVIRON, io.StringIO())
     where: dict[str, Any] = {}
-    assert commands._once(args, ctx, io.StringIO(), where) == 0
+    assert entry._once(args, ctx, io.StringIO(), where) == 0
     path.write_text("config: &a [*a]\n")  # an alias of itself: no settings in it
-    assert commands._once(args, ctx, io.StringIO(), where) == errors.EXIT_CODES["invalid-config"]
+    assert entry._once(args, ctx, io.StringIO(), where) == errors.EXIT_CODES["invalid-config"]
     assert [body["data"]["result"] for body in transport.bodies] == ["applied", "failed"]
     assert transport.bodies[-1]["data"]["error"] == "invalid-config"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from infercrane_pulumi.automation import stacks
-from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config import files
 from infercrane_pulumi.config.intents import KubernetesSettings, PolicySettings, StackConfig
 from infercrane_pulumi.config.rules import parse_stack_config

@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infercrane_pulumi.cluster.client import Cluster, raise_for_status
+from infercrane_pulumi.cluster.api import Cluster, raise_for_status
 from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.objects import kinds, naming, workloads
 from tests.conformance.harness import replica

@@ -14,7 +14,8 @@ from kubernetes import client
 
 from infercrane_pulumi import automation
 from infercrane_pulumi.automation import NamespaceStack
-from infercrane_pulumi.cluster.client import Cluster, RestTransport
+from infercrane_pulumi.cluster.api import Cluster
+from infercrane_pulumi.cluster.client import RestTransport
 from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from tests.conformance import conftest as conformance
 from tests.conformance.backends import Backend, Tenant

@@ -50,7 +50,7 @@ from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.results import StackResult, step_of
 from infercrane_pulumi.automation.state import holders
 from infercrane_pulumi.cluster import deletion
-from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config.intents import ReplicaIntent
 from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.objects import kinds, naming

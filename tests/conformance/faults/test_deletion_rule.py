@@ -50,7 +50,7 @@ from hypothesis.stateful import (
 from kubernetes import client
 
 from infercrane_pulumi.cluster import verdict
-from infercrane_pulumi.cluster.client import Cluster, raise_for_status
+from infercrane_pulumi.cluster.api import Cluster, raise_for_status
 from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.backends import Tenant

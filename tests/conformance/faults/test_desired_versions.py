@@ -44,7 +44,7 @@ from kubernetes import client
 
 from infercrane_dev.localcluster.processes import kill_tree
 from infercrane_pulumi.automation import engine, project
-from infercrane_pulumi.cluster.client import Cluster
+from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config.files import parse_stack_text
 from infercrane_pulumi.config.intents import ALLOW_EMPTY_KEY, KUBERNETES_KEY, REPLICAS_KEY
 from infercrane_pulumi.errors import ConfigError
