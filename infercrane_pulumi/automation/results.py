@@ -33,11 +33,11 @@ from infercrane_pulumi.review.changes import (
     PolicyFinding,
     StackChanges,
     external_key,
-    find_renames,
     key_change,
     object_change,
     policy_findings,
 )
+from infercrane_pulumi.review.renames import find_renames
 
 EngineEvent = auto.EngineEvent
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infercrane_pulumi.cluster import verdict
+from infercrane_pulumi.cluster import ours
 from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.cluster.preflight import api_problem
 from infercrane_pulumi.config.intents import KubernetesSettings
@@ -86,7 +86,7 @@ def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
             found = [
                 obj
                 for obj in labelled
-                if verdict.owner_key(obj.get("metadata") or {}, settings.namespace) is not None
+                if ours.owner_key(obj.get("metadata") or {}, settings.namespace) is not None
             ]
             rows.append(DoctorRow("ok", f"list:{kind.resource}", f"{len(found)} owned object(s)"))
             if kind == INFERENCE_SERVICE:

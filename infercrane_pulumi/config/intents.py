@@ -10,22 +10,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, model_validator
 
+from infercrane_pulumi.config.podsettings import (
+    ModelCache,
+    ResourceOverrides,
+    Resources,
+    SecretKeyRef,
+    Toleration,
+    WorkerKey,
+)
 from infercrane_pulumi.config.validators import (
     AbsolutePath,
     Argv,
     ArgvText,
-    CpuQuantity,
     DigestImage,
     DnsLabel,
     DnsSubdomain,
-    EnvName,
     ExternalKey,
     Kubeconfig,
     LabelValue,
     MemoryQuantity,
+    Model,
     Port,
     Printable,
     QualifiedName,
@@ -71,113 +77,7 @@ UserId = Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
 PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
 
 
-class _Model(BaseModel):
-    # Each field's docstring is its description in the generated configuration reference.
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        use_attribute_docstrings=True,
-    )
-
-
-class Toleration(_Model):
-    """A pod toleration, for GPU nodes tainted against ordinary workloads."""
-
-    key: QualifiedName | LabelValue | None = None
-    """The taint's key; unset with ``Exists``: every taint."""
-    operator: Literal["Exists", "Equal"] = "Equal"
-    """``Equal``: the taint's value must be ``value``; ``Exists``: any value."""
-    value: LabelValue | None = None
-    """The taint's value, for ``Equal``."""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    """The taint effect tolerated; unset: every effect."""
-    toleration_seconds: Annotated[int, Field(strict=True, ge=0)] | None = None
-    """With ``NoExecute``: how long the Pod stays once the taint appears; unset: for ever."""
-
-
-def _exactly_one(**fields: object) -> None:
-    if sum(value is not None for value in fields.values()) != 1:
-        raise ValueError(f"set exactly one of {' or '.join(fields)}")
-
-
-class Resources(_Model):
-    """CPU and memory of the runtime container (its GPU is always one ``gpuResource``).
-
-    The defaults are what one single-GPU vLLM replica needs to start and keep serving: the
-    API server, the engine core and tokenizer processes want a few cores, loading the weights
-    passes them through host memory, and vLLM keeps a CPU swap space (docs/explanation/objects.md).
-    No CPU limit by default: throttling an engine that feeds a GPU costs throughput and buys
-    nothing on a node the GPU already reserves (KServe mode sets one, see ``podspec``).
-    """
-
-    cpu_request: CpuQuantity = "4"
-    """CPU the scheduler reserves for the container."""
-    cpu_limit: CpuQuantity | None = None
-    """CPU limit, at least the request; unset: none (KServe mode: the request)."""
-    memory_request: MemoryQuantity = "16Gi"
-    """Memory the scheduler reserves for the container."""
-    memory_limit: MemoryQuantity = "32Gi"
-    """Memory limit: at least ``memoryRequest``, plus ``shmSize`` when set (a full
-    ``/dev/shm`` is memory charged to the container)."""
-
-
-class ResourceOverrides(_Model):
-    """An intent's changes to the namespace's ``resources``, field by field."""
-
-    cpu_request: CpuQuantity | None = None
-    """Over the namespace's ``resources.cpuRequest``."""
-    cpu_limit: CpuQuantity | None = None
-    """Over the namespace's ``resources.cpuLimit``."""
-    memory_request: MemoryQuantity | None = None
-    """Over the namespace's ``resources.memoryRequest``."""
-    memory_limit: MemoryQuantity | None = None
-    """Over the namespace's ``resources.memoryLimit``."""
-
-
-class ModelCache(_Model):
-    """Where downloaded weights outlive the container: an existing PVC, or an emptyDir that
-    survives container restarts (not a new Pod) within ``sizeLimit``."""
-
-    claim_name: DnsSubdomain | None = None
-    """An existing PersistentVolumeClaim in the namespace (exactly one of the two)."""
-    size_limit: MemoryQuantity | None = None
-    """An emptyDir of at most this size (exactly one of the two)."""
-
-    @model_validator(mode="after")
-    def _one_source(self) -> ModelCache:
-        _exactly_one(claimName=self.claim_name, sizeLimit=self.size_limit)
-        return self
-
-
-class SecretKeyRef(_Model):
-    """One key of a Secret in the namespace: the Pod reads it, InferCrane never does."""
-
-    secret_name: DnsSubdomain
-    """The Secret's name, in the stack's namespace."""
-    key: SecretKey
-    """The key within it."""
-
-
-class WorkerKey(_Model):
-    """How a custom runtime receives the worker credential: one environment variable, or one
-    file (a Secret volume). Either way the value is in neither argv nor the object."""
-
-    env: EnvName | None = None
-    """One environment variable (not ``HF_TOKEN``, ``HF_HOME`` or ``HOME``; exactly one of
-    the two)."""
-    file: AbsolutePath | None = None
-    """A read-only Secret file: a normalized absolute path outside ``/``, ``/tmp``,
-    ``/dev/shm``, the home and the cache (its directory is mounted; exactly one of the two)."""
-
-    @model_validator(mode="after")
-    def _one_way(self) -> WorkerKey:
-        _exactly_one(env=self.env, file=self.file)
-        return self
-
-
-class KubernetesSettings(_Model):
+class KubernetesSettings(Model):
     """``infercrane:kubernetes``: where and how the intents of one namespace are deployed."""
 
     context: Printable
@@ -243,7 +143,7 @@ class KubernetesSettings(_Model):
         return self
 
 
-class Workload(_Model):
+class Workload(Model):
     """A portable OCI workload: a custom runtime image with its own argv."""
 
     image: DigestImage
@@ -264,7 +164,7 @@ class Workload(_Model):
     ``VLLM_API_KEY``."""
 
 
-class ReplicaIntent(_Model):
+class ReplicaIntent(Model):
     """One durable replica intent; its external key alone decides names and ownership."""
 
     external_key: ExternalKey
@@ -316,7 +216,7 @@ Flag = Annotated[str, Field(pattern=r"^--?[A-Za-z0-9][A-Za-z0-9_-]*$", max_lengt
 DEFAULT_DENIED_FLAGS = ("--trust-remote-code", "--api-key")
 
 
-class PolicySettings(_Model):
+class PolicySettings(Model):
     """``infercrane:policy``: what the namespace's platform team allows, and how strictly
     (docs/how-to/policy-pack.md). An unset list allows anything; the denied flags by default are the
     two no replica should carry: ``--trust-remote-code`` runs code from the model's
@@ -352,7 +252,7 @@ class PolicySettings(_Model):
         return cls(enforcement=dict.fromkeys(get_args(RuleId), "disabled"))
 
 
-class StackConfig(_Model):
+class StackConfig(Model):
     """Everything one stack deploys: its namespace settings and its replica intents, and the
     policy they must meet."""
 

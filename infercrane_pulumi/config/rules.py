@@ -32,11 +32,10 @@ from infercrane_pulumi.config.intents import (
     KubernetesSettings,
     PolicySettings,
     ReplicaIntent,
-    ResourceOverrides,
-    Resources,
     StackConfig,
     effective_resources,
 )
+from infercrane_pulumi.config.podsettings import ResourceOverrides, Resources
 from infercrane_pulumi.config.validators import (
     PLACEHOLDER,
     WORKLOAD_PLACEHOLDERS,

@@ -13,7 +13,8 @@ from decimal import Decimal
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 MAX_ARGV_ENTRIES = 128
 MAX_ARGV_ENTRY_CHARS = 4096
@@ -217,3 +218,17 @@ CpuQuantity = Annotated[
 ]
 EnvName = Annotated[str, _matching(_ENV_NAME, "an environment variable name", 256)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+
+
+class Model(BaseModel):
+    """The base of every configuration model: frozen, an unknown (misspelt) key refused, never
+    ignored, camelCase keys. Each field's docstring is its description in the generated
+    configuration reference."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+    )

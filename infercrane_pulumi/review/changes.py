@@ -24,7 +24,6 @@ Key rule (``key_change``), over the changes of the key's objects:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,6 +33,7 @@ from infercrane_pulumi.objects.kinds import KINDS
 from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.program.records import DesiredVersion
 from infercrane_pulumi.review import yamldiff
+from infercrane_pulumi.review.renames import Rename, find_renames
 
 Change = Literal["create", "update", "replace", "delete", "same"]
 # A policy finding against the base of a diff: it appears, stays or goes; None in a run.
@@ -72,14 +72,6 @@ class KeyChange:
     # Why the run worked on the key: each object its verdict did not keep, and why
     # (``cluster.verdict``); none for a key verified unchanged, and in a diff.
     reasons: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Rename:
-    """A key deleted and a key created whose intents are otherwise equal."""
-
-    old_key: str
-    new_key: str
 
 
 @dataclass(frozen=True)
@@ -289,41 +281,6 @@ def compare(
         )
         replicas.append(KeyChange(key, key_change(o.change for o in objects), objects))
     return list(most_consequential_first(replicas))
-
-
-def _shape(key: str, objects: Sequence[Manifest]) -> str:
-    """The objects with everything derived from the key blanked out (names, hashes, the key
-    itself): two keys with the same shape have the same intent but for the key."""
-    name, digest = naming.object_name(key), naming.key_hash(key)
-    keyed = {naming.ANNOTATION_EXTERNAL_KEY, naming.ANNOTATION_INTENT_HASH}
-
-    def blank(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: blank(v) for k, v in value.items() if k not in keyed}
-        if isinstance(value, list):
-            return [blank(item) for item in value]
-        if isinstance(value, str):
-            return value.replace(name, "<name>").replace(digest, "<hash>")
-        return value
-
-    shaped = sorted((blank(yamldiff.clean(obj)) for obj in objects), key=lambda o: o["kind"])
-    return json.dumps(shaped, sort_keys=True)
-
-
-def find_renames(
-    deleted: Mapping[str, Sequence[Manifest]], created: Mapping[str, Sequence[Manifest]]
-) -> list[Rename]:
-    """Pairs of a deleted and a created key whose objects differ only by the key; each key is
-    paired at most once, in key order."""
-    candidates: dict[str, list[str]] = {}
-    for key in sorted(created):
-        candidates.setdefault(_shape(key, created[key]), []).append(key)
-    renames = []
-    for key in sorted(deleted):
-        twins = candidates.get(_shape(key, deleted[key]))
-        if twins:
-            renames.append(Rename(old_key=key, new_key=twins.pop(0)))
-    return renames
 
 
 def stack_changes(

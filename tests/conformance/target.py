@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from infercrane_pulumi.config.intents import Resources, Workload
+from infercrane_pulumi.config.intents import Workload
+from infercrane_pulumi.config.podsettings import Resources
 
 KUBECONFIG_ENV = "INFERCRANE_CONFORMANCE_KUBECONFIG"
 CONTEXT_ENV = "INFERCRANE_CONFORMANCE_CONTEXT"

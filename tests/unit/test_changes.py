@@ -11,7 +11,8 @@ from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.objects import workloads
 from infercrane_pulumi.objects.manifests import Manifest
 from infercrane_pulumi.review import changes, yamldiff
-from infercrane_pulumi.review.changes import ObjectChange, Rename, Summary
+from infercrane_pulumi.review.changes import ObjectChange, Summary
+from infercrane_pulumi.review.renames import Rename, find_renames
 from tests.unit import samples
 
 
@@ -146,8 +147,8 @@ def test_each_key_is_paired_once() -> None:
     created = changes.by_key(
         objects(samples.replica(externalKey="b"), samples.replica(externalKey="c"))
     )
-    assert changes.find_renames(deleted, created) == [Rename(old_key="a", new_key="b")]
-    assert changes.find_renames(created, deleted) == [Rename(old_key="b", new_key="a")]
+    assert find_renames(deleted, created) == [Rename(old_key="a", new_key="b")]
+    assert find_renames(created, deleted) == [Rename(old_key="b", new_key="a")]
 
 
 def test_an_object_change_names_the_object_from_whichever_side_has_it() -> None:

@@ -19,9 +19,9 @@ from infercrane_pulumi.review.changes import (
     Left,
     ObjectChange,
     PolicyFinding,
-    Rename,
     StackChanges,
 )
+from infercrane_pulumi.review.renames import Rename
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "infercrane_pulumi" / "schemas" / "diff.schema.json").read_text())

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from infercrane_pulumi.config.files import load_stack_file
-from infercrane_pulumi.config.intents import Resources, effective_resources
+from infercrane_pulumi.config.intents import effective_resources
+from infercrane_pulumi.config.podsettings import Resources
 from infercrane_pulumi.config.rules import parse_stack_config, parse_stack_section
 from infercrane_pulumi.errors import ConfigError
 from tests.unit import samples
