@@ -27,8 +27,8 @@ from infercrane_pulumi.cluster.api import (
 from infercrane_pulumi.cluster.preflight import dry_run_refusal
 from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.objects import kinds, naming, workloads
-from infercrane_pulumi.objects.kinds import KINDS
 from infercrane_pulumi.objects.manifests import Manifest
+from infercrane_pulumi.objects.workloads import KINDS
 
 GONE_POLL_SECONDS = 0.1
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infercrane_pulumi.objects.kinds import KINDS
+from infercrane_pulumi.objects.workloads import KINDS
 
 OBJECTS_ENV = "INFERCRANE_NAIVE_OBJECTS"
 CONTEXT_ENV = "INFERCRANE_NAIVE_CONTEXT"

@@ -20,7 +20,7 @@ from benchmarks.workbench import Workbench
 from infercrane_pulumi.automation import StackResult
 from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
-from infercrane_pulumi.objects.kinds import KINDS
+from infercrane_pulumi.objects.workloads import KINDS
 
 SIDES = ("ours", "floor")
 ROLLED_AT_MOST = 20

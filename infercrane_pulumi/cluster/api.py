@@ -23,8 +23,9 @@ from infercrane_pulumi.errors import (
     RejectedError,
 )
 from infercrane_pulumi.objects import naming
-from infercrane_pulumi.objects.kinds import KINDS, Kind
+from infercrane_pulumi.objects.kinds import Kind
 from infercrane_pulumi.objects.manifests import Manifest
+from infercrane_pulumi.objects.workloads import KINDS
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 # Metadata only (labels, annotations, managedFields): what ownership decisions read, at a

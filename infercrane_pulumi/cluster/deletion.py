@@ -23,7 +23,7 @@ from infercrane_pulumi.cluster.preflight import DRY_RUN_CONCURRENCY, Snapshot
 from infercrane_pulumi.cluster.verdict import Doomed
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError
-from infercrane_pulumi.objects.kinds import KINDS
+from infercrane_pulumi.objects.workloads import KINDS
 
 GONE_POLL_SECONDS = 0.2
 GONE_TIMEOUT_SECONDS = 120.0

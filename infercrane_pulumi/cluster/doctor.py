@@ -1,16 +1,13 @@
 """``doctor``: can this identity run the stack here? Read-only checks, one row each.
 
 Config, API reachability, every non-builtin API the workload needs (the KServe CRD), a
-SelfSubjectAccessReview per verb and owned resource, a list probe, and whether a KServe
-controller has reconciled our InferenceServices (a served CRD alone makes nothing run).
-Creates nothing.
+SelfSubjectAccessReview per verb and owned resource, a list probe, and what the workload API
+checks of its controller (KServe's: a served CRD alone makes nothing run). Creates nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from infercrane_pulumi.cluster import ours
 from infercrane_pulumi.cluster.api import Cluster
@@ -18,7 +15,7 @@ from infercrane_pulumi.cluster.preflight import api_problem
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import InferCraneError
 from infercrane_pulumi.objects import naming, workloads
-from infercrane_pulumi.objects.kinds import INFERENCE_SERVICE, POD
+from infercrane_pulumi.objects.kinds import POD
 
 # What the shipped Role grants on each owned resource, and all the provider ever needs.
 OWNED_VERBS = ("get", "list", "create", "patch", "delete")
@@ -29,28 +26,6 @@ class DoctorRow:
     status: str  # ok | fail | warn, info (neither fails the doctor)
     name: str
     message: str
-
-
-def kserve_controller(owned: Sequence[dict[str, Any]]) -> DoctorRow:
-    """Whether a KServe controller reconciles the owned InferenceServices: one that did wrote
-    their status; none can be seen before one exists."""
-    if not owned:
-        return DoctorRow(
-            "info",
-            "kserve:controller",
-            "no InferenceService here yet: no sign of a KServe controller either way",
-        )
-    reconciled = sum(1 for obj in owned if obj.get("status"))
-    if reconciled:
-        return DoctorRow(
-            "ok", "kserve:controller", f"{reconciled} of {len(owned)} reconciled by KServe"
-        )
-    return DoctorRow(
-        "warn",
-        "kserve:controller",
-        f"none of the {len(owned)} InferenceService(s) here was reconciled: "
-        "no KServe controller seems to run",
-    )
 
 
 def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
@@ -89,26 +64,23 @@ def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
                 if ours.owner_key(obj.get("metadata") or {}, settings.namespace) is not None
             ]
             rows.append(DoctorRow("ok", f"list:{kind.resource}", f"{len(found)} owned object(s)"))
-            if kind == INFERENCE_SERVICE:
-                rows.append(kserve_controller(found))
+            if kind == api.workload_kind and api.controller_check is not None:
+                rows.append(DoctorRow(*api.controller_check(found)))
         except InferCraneError as error:
             rows.append(DoctorRow("fail", f"list:{kind.resource}", str(error)))
     readable, _ = cluster.can(settings.namespace, "list", POD)
-    rows.append(pods_row(readable, kserve=api.workload_kind == INFERENCE_SERVICE))
+    rows.append(pods_row(readable, needed=api.pods_needed))
     return rows
 
 
-def pods_row(readable: bool, *, kserve: bool) -> DoctorRow:
-    """Whether observation may read the Pods: optional, except that in KServe mode they are
-    the only proof of which intent a Ready InferenceService serves (``readiness``)."""
+def pods_row(readable: bool, *, needed: str) -> DoctorRow:
+    """Whether observation may read the Pods: optional, except where they are the only proof
+    of which intent a ready workload serves (``needed`` says why: KServe's, ``readiness``)."""
     if readable:
         return DoctorRow("ok", "observe:pods", "list allowed: reasons come from the Pods too")
-    if kserve:
+    if needed:
         return DoctorRow(
-            "warn",
-            "observe:pods",
-            "not granted (deploy/kubernetes/observe/): ready is KServe's own Ready, which "
-            "until KServe reconciles a change can be the previous intent's",
+            "warn", "observe:pods", f"not granted (deploy/kubernetes/observe/): {needed}"
         )
     return DoctorRow(
         "info",

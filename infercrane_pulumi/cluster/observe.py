@@ -21,6 +21,7 @@ from infercrane_pulumi.config.intents import ReplicaIntent, StackConfig
 from infercrane_pulumi.objects import naming, workloads
 from infercrane_pulumi.objects.kinds import POD
 from infercrane_pulumi.objects.readiness import Readiness, State
+from infercrane_pulumi.objects.workloadapi import WorkloadApi
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def observed_object(raw: Mapping[str, Any]) -> ObservedObject:
 
 
 def replica_observation(
-    api: workloads.WorkloadApi,
+    api: WorkloadApi,
     intent: ReplicaIntent,
     *,
     desired_hash: str,

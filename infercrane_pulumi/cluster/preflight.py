@@ -19,6 +19,7 @@ from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError, Re
 from infercrane_pulumi.objects import workloads
 from infercrane_pulumi.objects.kinds import Kind
 from infercrane_pulumi.objects.manifests import Manifest
+from infercrane_pulumi.objects.workloadapi import RequiredField, WorkloadApi
 
 # Within the client's connection pool (its default is 5 per CPU), enough to hide round trips.
 DRY_RUN_CONCURRENCY = 8
@@ -64,7 +65,7 @@ def dry_run_refusal(
     return ClusterUnavailableError(unavailable) if unavailable else None
 
 
-def api_missing(kind: Kind, api: workloads.WorkloadApi, context: str) -> str:
+def api_missing(kind: Kind, api: WorkloadApi, context: str) -> str:
     return (
         f"{kind.kind} API {kind.group_version} is not served (context {context}): "
         f"{api.install_hint}"
@@ -72,7 +73,7 @@ def api_missing(kind: Kind, api: workloads.WorkloadApi, context: str) -> str:
 
 
 def schema_problems(
-    kind: Kind, schemas: Mapping[str, Any], required: Sequence[workloads.RequiredField]
+    kind: Kind, schemas: Mapping[str, Any], required: Sequence[RequiredField]
 ) -> list[str]:
     """The required fields that ``kind``'s published schema lacks, each saying why that
     matters. A server that publishes no schema for ``kind`` leaves nothing to check here."""
@@ -100,7 +101,7 @@ def _has_path(schema: Mapping[str, Any] | None, path: Sequence[str]) -> bool:
     return schema is not None
 
 
-def api_problem(cluster: Cluster, kind: Kind, api: workloads.WorkloadApi) -> str | None:
+def api_problem(cluster: Cluster, kind: Kind, api: WorkloadApi) -> str | None:
     """Why ``kind``'s API as served cannot take this provider's objects (None: it can)."""
     if not cluster.served(kind):
         return api_missing(kind, api, cluster.context)
@@ -109,7 +110,7 @@ def api_problem(cluster: Cluster, kind: Kind, api: workloads.WorkloadApi) -> str
     return f"{'; '.join(problems)} (context {cluster.context})" if problems else None
 
 
-def require_served_apis(cluster: Cluster, api: workloads.WorkloadApi) -> None:
+def require_served_apis(cluster: Cluster, api: WorkloadApi) -> None:
     for kind in api.kinds:
         problem = None if kind.builtin else api_problem(cluster, kind, api)
         if problem is not None:
@@ -134,7 +135,7 @@ def snapshot(cluster: Cluster, settings: KubernetesSettings) -> Snapshot:
     return found
 
 
-def check_reconcilable(api: workloads.WorkloadApi, objects: Sequence[Manifest]) -> None:
+def check_reconcilable(api: WorkloadApi, objects: Sequence[Manifest]) -> None:
     """Refuse, naming each, the objects the API server would take but the workload's
     controller never reconciles (a run would otherwise wait for them forever)."""
     problems = [problem for obj in objects for problem in api.unreconcilable(obj)]

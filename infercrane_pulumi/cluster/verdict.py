@@ -40,8 +40,9 @@ from infercrane_pulumi.cluster.ours import foreign_problems, owner_key, ownershi
 from infercrane_pulumi.cluster.preflight import Snapshot
 from infercrane_pulumi.config.intents import ALLOW_EMPTY_KEY, REPLICAS_KEY, StackConfig
 from infercrane_pulumi.objects import naming, workloads
-from infercrane_pulumi.objects.kinds import KINDS
 from infercrane_pulumi.objects.manifests import Manifest
+from infercrane_pulumi.objects.workloadapi import WorkloadApi
+from infercrane_pulumi.objects.workloads import KINDS
 from infercrane_pulumi.program.records import Applied, AppliedObject
 
 Action = Literal["keep", "apply", "refuse", "delete", "leave"]
@@ -220,7 +221,7 @@ def _differences(
 
 def _look_alikes(
     removed: list[str],
-    api: workloads.WorkloadApi,
+    api: WorkloadApi,
     live: Snapshot,
     *,
     namespace: str,

@@ -1,6 +1,7 @@
-"""The Kubernetes kinds this provider owns, as plain data: API group, version, REST paths, the
+"""The Kubernetes kinds this provider knows, as plain data: API group, version, REST paths, the
 fields Kubernetes refuses to change in place, and the Pulumi type token that carries each one.
-Pure: no client, no Pulumi."""
+Which of them a stack owns is the workload table's to say (``workloads.KINDS``). Pure: no
+client, no Pulumi."""
 
 from __future__ import annotations
 
@@ -48,6 +49,5 @@ INFERENCE_SERVICE = Kind(
     "InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices", builtin=False
 )
 POD = Kind("Pod", "", "v1", "pods")
-KINDS = {kind.kind: kind for kind in (DEPLOYMENT, SERVICE, INFERENCE_SERVICE, POD)}
 # Not ours: the stack file a runner reads from the API server (``cluster.desired``).
 CONFIG_MAP = Kind("ConfigMap", "", "v1", "configmaps")

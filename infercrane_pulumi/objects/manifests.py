@@ -1,10 +1,11 @@
-"""What a replica intent becomes: the exact Kubernetes objects, as plain dicts.
+"""What every object of a replica intent shares: its metadata (names, labels, the ownership and
+intent annotations, the directives to pulumi-kubernetes), and the YAML ``render`` prints.
 
-Pure functions only: no Pulumi, no clients, no I/O. The Pod inside them comes from ``podspec``.
-Which of these builders a workload API uses
-is decided in ``workloads``; the Pulumi layer, ``render``, ``diff`` and the ownership preflight
-all take their objects from there, so what a reviewer renders is what the engine applies and
-what the preflight dry-runs.
+Pure functions only: no Pulumi, no clients, no I/O. Each workload API's module builds its own
+objects around this metadata (``deployment``, ``kserve``), with the Pod from ``podspec``; the
+Pulumi layer, ``render``, ``diff`` and the ownership preflight all take their objects from the
+workload table (``workloads``), so what a reviewer renders is what the engine applies and what
+the preflight dry-runs.
 """
 
 from __future__ import annotations
@@ -15,14 +16,6 @@ import yaml
 
 from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.objects import naming, podspec
-from infercrane_pulumi.objects.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
-from infercrane_pulumi.objects.podspec import (
-    DEPLOYMENT_POD,
-    KSERVE_POD,
-    PORT_NAME,
-    pod_fields,
-    progress_deadline_seconds,
-)
 
 Manifest = podspec.Manifest  # every builder's value type
 
@@ -55,62 +48,6 @@ def metadata(
         "annotations": naming.object_annotations(settings, intent)
         | dict(extra_annotations)
         | APPLY_ANNOTATIONS,
-    }
-
-
-def deployment(settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest) -> Manifest:
-    return {
-        "apiVersion": DEPLOYMENT.group_version,
-        "kind": DEPLOYMENT.kind,
-        "metadata": meta,
-        "spec": {
-            "replicas": 1,
-            "strategy": {"type": "Recreate"},
-            "progressDeadlineSeconds": progress_deadline_seconds(settings, intent),
-            "selector": {"matchLabels": naming.selector(intent.external_key)},
-            "template": {
-                "metadata": {"labels": naming.labels(intent.external_key)},
-                "spec": pod_fields(settings, intent, DEPLOYMENT_POD),
-            },
-        },
-    }
-
-
-def service(settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest) -> Manifest:
-    return {
-        "apiVersion": SERVICE.group_version,
-        "kind": SERVICE.kind,
-        "metadata": meta,
-        "spec": {
-            "type": "ClusterIP",
-            "selector": naming.selector(intent.external_key),
-            "ports": [
-                {
-                    "name": PORT_NAME,
-                    "port": intent.effective_port,
-                    "targetPort": PORT_NAME,
-                    "protocol": "TCP",
-                }
-            ],
-        },
-    }
-
-
-def inference_service(
-    settings: KubernetesSettings, intent: ReplicaIntent, meta: Manifest
-) -> Manifest:
-    # Recreate, as our Deployments: a new revision must not wait for a second GPU while the old
-    # one holds the first (KServe's default is a rolling update with surge).
-    predictor = {
-        "minReplicas": 1,
-        "maxReplicas": 1,
-        "deploymentStrategy": {"type": "Recreate"},
-    } | pod_fields(settings, intent, KSERVE_POD)
-    return {
-        "apiVersion": INFERENCE_SERVICE.group_version,
-        "kind": INFERENCE_SERVICE.kind,
-        "metadata": meta,
-        "spec": {"predictor": predictor},
     }
 
 

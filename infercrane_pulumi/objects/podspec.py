@@ -52,11 +52,6 @@ class PodDialect:
     cpu_limit_required: bool = False
 
 
-DEPLOYMENT_POD = PodDialect(container_name="runtime")
-# KServe renames the single container of a custom predictor to this (CustomPredictor.Default).
-KSERVE_POD = PodDialect(container_name="kserve-container", cpu_limit_required=True)
-
-
 def literal(argv: list[str]) -> list[str]:
     """``argv`` as Kubernetes must pass it to the process, to the letter. Kubernetes expands
     ``$(NAME)`` in a container's command and args from the container's environment (which holds
@@ -187,7 +182,7 @@ def _resources(
 
 
 def runtime_container(
-    settings: KubernetesSettings, intent: ReplicaIntent, dialect: PodDialect = DEPLOYMENT_POD
+    settings: KubernetesSettings, intent: ReplicaIntent, dialect: PodDialect
 ) -> Manifest:
     workload = intent.workload
     argv: Manifest = (
@@ -230,7 +225,7 @@ def _pod_security(settings: KubernetesSettings) -> Manifest:
 
 
 def pod_fields(
-    settings: KubernetesSettings, intent: ReplicaIntent, dialect: PodDialect = DEPLOYMENT_POD
+    settings: KubernetesSettings, intent: ReplicaIntent, dialect: PodDialect
 ) -> Manifest:
     """The pod-level fields shared by a Deployment template and a KServe predictor."""
     grace = 30 if intent.workload is None else intent.workload.shutdown_grace_seconds

@@ -22,13 +22,13 @@ from infercrane_pulumi.config.intents import KubernetesSettings, PolicySettings
 from infercrane_pulumi.config.validators import QualifiedName
 from infercrane_pulumi.errors import ConfigError
 from infercrane_pulumi.objects import naming
-from infercrane_pulumi.objects.kinds import DEPLOYMENT, INFERENCE_SERVICE
+from infercrane_pulumi.objects.workloads import WORKLOAD_APIS
 from infercrane_pulumi.policy import rules
 
 PACK_NAME = "infercrane"
 REPLICA_RULES = tuple(rule for rule in rules.REPLICA_RULES if rule.id != "model-name")
 RULES = (*REPLICA_RULES, rules.GPU_BUDGET)
-WORKLOAD_TYPES = frozenset(kind.pulumi_type for kind in (DEPLOYMENT, INFERENCE_SERVICE))
+WORKLOAD_TYPES = frozenset(api.workload_kind.pulumi_type for api in WORKLOAD_APIS.values())
 # What each rule may be configured with (infercrane:policy's names); the engine itself takes
 # ``enforcementLevel`` out of a rule's configuration before the pack sees it.
 SETTINGS_OF: Mapping[str, frozenset[str]] = {

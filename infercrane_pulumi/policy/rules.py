@@ -1,9 +1,9 @@
 """The rule set: each rule a pure function over the workloads a stack renders.
 
 A ``Subject`` is one replica as a policy sees it: its external key, its model (unknown to a
-policy pack, which sees only objects) and its workload object (the Deployment or the
-InferenceService ``manifests`` renders, whose Pod carries the image, argv, GPU request and
-security context). ``evaluate`` runs every enabled rule and
+policy pack, which sees only objects) and its workload object (the serving workload its
+workload API renders, whose Pod carries the image, argv, GPU request and security context;
+where that Pod sits is the API's to say, ``workloads``). ``evaluate`` runs every enabled rule and
 returns ``Finding`` values, each naming its key (``None`` for the stack-wide GPU budget).
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 
 from infercrane_pulumi.config.intents import Enforcement, PolicySettings, RuleId, StackConfig
 from infercrane_pulumi.errors import PolicyViolationError
+from infercrane_pulumi.objects import workloads
 from infercrane_pulumi.objects.workloads import Rendered, render
 from infercrane_pulumi.policy import podsecurity
 
@@ -52,20 +53,12 @@ class Finding:
 
 
 def pod_spec(workload: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The Pod spec inside a Deployment or an InferenceService's predictor."""
-    spec = workload.get("spec") or {}
-    if workload.get("kind") == "InferenceService":
-        predictor: Mapping[str, Any] = spec.get("predictor") or {}
-        return predictor
-    template: Mapping[str, Any] = (spec.get("template") or {}).get("spec") or {}
-    return template
+    """The Pod spec inside a workload, where its workload API keeps it."""
+    return workloads.of_workload(workload).pod_spec(workload)
 
 
 def replica_count(workload: Mapping[str, Any]) -> int:
-    spec = workload.get("spec") or {}
-    if workload.get("kind") == "InferenceService":
-        return int((spec.get("predictor") or {}).get("maxReplicas", 1))
-    return int(spec.get("replicas", 1))
+    return workloads.of_workload(workload).replica_count(workload)
 
 
 def gpus(workload: Mapping[str, Any], context: Context) -> int:

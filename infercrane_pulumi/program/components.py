@@ -19,8 +19,8 @@ import pulumi_kubernetes as k8s
 
 from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.objects import naming, workloads
-from infercrane_pulumi.objects.kinds import KINDS
 from infercrane_pulumi.objects.manifests import Manifest
+from infercrane_pulumi.objects.workloads import KINDS
 from infercrane_pulumi.program.records import KeyRecord, ObjectRecord
 
 # The pulumi-kubernetes plugin the program asks for, whichever SDK of the supported range is

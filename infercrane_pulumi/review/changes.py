@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from infercrane_pulumi.objects import naming
-from infercrane_pulumi.objects.kinds import KINDS
+from infercrane_pulumi.objects.workloads import KINDS
 from infercrane_pulumi.policy.rules import Finding
 from infercrane_pulumi.program.records import DesiredVersion
 from infercrane_pulumi.review import yamldiff

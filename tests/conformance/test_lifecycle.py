@@ -97,7 +97,7 @@ def test_strict_apply_preview_writes_nothing_up_applies_under_our_manager_only(
     assert [r.change for r in result.replicas] == ["create", "create"]
     config = load_stack_file(harness.stack_file)
     for desired in workloads.stack_objects(config):
-        live = harness.get(kinds.KINDS[desired["kind"]], desired["metadata"]["name"])
+        live = harness.get(workloads.KINDS[desired["kind"]], desired["metadata"]["name"])
         assert live is not None
         assert ("infercrane-provider-v1", "Apply") in managers(live)
         assert not [m for m, _ in managers(live) if m.startswith("pulumi")]

@@ -9,11 +9,12 @@ from typing import Any
 from infercrane_pulumi.cluster.api import Response
 from infercrane_pulumi.config.intents import StackConfig
 from infercrane_pulumi.config.rules import parse_stack_config
-from infercrane_pulumi.objects.kinds import KINDS
+from infercrane_pulumi.objects.kinds import POD
+from infercrane_pulumi.objects.workloads import KINDS
 from tests.unit import samples
 
 NS = "infercrane-system"
-PLURALS = {kind.plural for kind in KINDS.values()}
+PLURALS = {kind.plural for kind in (*KINDS.values(), POD)}
 
 
 class FakeTransport:

@@ -11,8 +11,7 @@ import pytest
 
 from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.errors import ConfigError
-from infercrane_pulumi.objects.kinds import KINDS
-from infercrane_pulumi.objects.workloads import replica_objects
+from infercrane_pulumi.objects.workloads import KINDS, replica_objects
 from infercrane_pulumi.policy import crossguard
 from infercrane_pulumi.policy.rules import evaluate_stack
 from tests.unit import samples

@@ -10,8 +10,7 @@ from infercrane_pulumi.cluster.api import Cluster, Response
 from infercrane_pulumi.cluster.deletion import delete_all
 from infercrane_pulumi.cluster.verdict import Doomed, judge
 from infercrane_pulumi.errors import OwnershipError
-from infercrane_pulumi.objects.kinds import KINDS
-from infercrane_pulumi.objects.workloads import render
+from infercrane_pulumi.objects.workloads import KINDS, render
 from tests.unit.fake_cluster import NS, Deleting, config
 from tests.unit.test_run import STACK, applied
 

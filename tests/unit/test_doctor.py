@@ -10,10 +10,9 @@ from infercrane_pulumi.cluster.doctor import (
     OWNED_VERBS,
     DoctorRow,
     doctor,
-    kserve_controller,
     pods_row,
 )
-from infercrane_pulumi.objects import naming, workloads
+from infercrane_pulumi.objects import kserve, naming, workloads
 from infercrane_pulumi.objects.kinds import DEPLOYMENT, SERVICE
 from tests.unit.fake_cluster import NS, FakeTransport, config
 
@@ -65,12 +64,13 @@ def test_without_the_optional_pod_reader_doctor_informs_and_still_passes() -> No
 
 
 def test_in_kserve_mode_doctor_warns_that_without_pods_ready_can_be_the_previous_intent() -> None:
-    assert [pods_row(False, kserve=kserve).status for kserve in (False, True)] == ["info", "warn"]
-    assert pods_row(False, kserve=True).message == (
+    apis = [workloads.WORKLOAD_APIS[name] for name in ("deployment", "kserve")]
+    assert [pods_row(False, needed=api.pods_needed).status for api in apis] == ["info", "warn"]
+    assert pods_row(False, needed=kserve.API.pods_needed).message == (
         "not granted (deploy/kubernetes/observe/): ready is KServe's own Ready, which "
         "until KServe reconciles a change can be the previous intent's"
     )
-    assert pods_row(True, kserve=True) == pods_row(True, kserve=False)
+    assert pods_row(True, needed=kserve.API.pods_needed) == pods_row(True, needed="")
 
 
 def test_doctor_counts_exactly_ours_never_a_look_alike_with_our_labels() -> None:
@@ -102,7 +102,7 @@ def test_doctor_creates_nothing() -> None:
 def test_doctor_warns_when_no_kserve_controller_reconciled_our_inference_services() -> None:
     reconciled: dict[str, Any] = {"status": {"observedGeneration": 1, "conditions": []}}
     cases: list[list[dict[str, Any]]] = [[], [{}, {}], [{}, reconciled]]
-    assert [kserve_controller(owned) for owned in cases] == [
+    assert [DoctorRow(*kserve.controller_check(owned)) for owned in cases] == [
         DoctorRow(
             "info",
             "kserve:controller",

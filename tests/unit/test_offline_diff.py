@@ -288,7 +288,7 @@ def copy_package(repo: Path) -> Path:
 def test_when_the_program_changed_the_base_is_rendered_by_the_base_code(tmp_path: Path) -> None:
     repo = new_repo(tmp_path / "repo")
     write_stack(repo, BASE_REPLICAS[:2])
-    manifests = copy_package(repo) / "objects" / "manifests.py"
+    manifests = copy_package(repo) / "objects" / "deployment.py"
     manifests.write_text(
         manifests.read_text().replace(
             '"progressDeadlineSeconds": progress_deadline_seconds(settings, intent)',

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infercrane_pulumi.objects import naming, readiness, workloads
+from infercrane_pulumi.objects import deployment, kserve, naming, workloads
 from infercrane_pulumi.objects.readiness import Readiness
 from tests.unit.fake_cluster import config
 
@@ -37,7 +37,7 @@ def live(status: dict[str, Any], *, generation: int = 2, **settings: Any) -> dic
 
 
 def test_a_deployment_serving_the_current_intent_is_ready() -> None:
-    assert readiness.deployment(live(SERVING), desired_hash(), []) == Readiness("ready")
+    assert deployment.ready(live(SERVING), desired_hash(), []) == Readiness("ready")
 
 
 @pytest.mark.parametrize(
@@ -64,14 +64,12 @@ def test_a_deployment_short_of_serving_the_current_intent_is_provisioning(
     change: dict[str, Any], reason: str
 ) -> None:
     status = SERVING | change | {"conditions": []}
-    assert readiness.deployment(live(status), desired_hash(), []) == Readiness(
-        "provisioning", reason
-    )
+    assert deployment.ready(live(status), desired_hash(), []) == Readiness("provisioning", reason)
 
 
 def test_a_deployment_carrying_another_intent_hash_is_not_ready() -> None:
     other = desired_hash(shmSize="16Gi")
-    verdict = readiness.deployment(live(SERVING), other, [])
+    verdict = deployment.ready(live(SERVING), other, [])
     assert verdict.state == "provisioning"
     assert verdict.reason == (
         f"Deployment carries another intent ({desired_hash()}); the change is not applied"
@@ -92,7 +90,7 @@ def test_the_deployments_own_conditions_explain_provisioning_without_pods() -> N
             {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"},
         ],
     }
-    assert readiness.deployment(live(status), desired_hash(), []) == Readiness(
+    assert deployment.ready(live(status), desired_hash(), []) == Readiness(
         "provisioning", "MinimumReplicasUnavailable: Deployment does not have minimum availability."
     )
 
@@ -112,7 +110,7 @@ def test_a_pod_the_scheduler_cannot_place_gives_the_reason() -> None:
         }
     }
     status = SERVING | {"availableReplicas": 0}
-    assert readiness.deployment(live(status), desired_hash(), [pod]) == Readiness(
+    assert deployment.ready(live(status), desired_hash(), [pod]) == Readiness(
         "provisioning",
         "Unschedulable: 0/2 nodes are available: 2 node(s) didn't match Pod's node "
         "affinity/selector.",
@@ -128,7 +126,7 @@ def test_a_waiting_container_gives_the_reason() -> None:
             ],
         }
     }
-    verdict = readiness.deployment(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
+    verdict = deployment.ready(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
     assert verdict == Readiness("provisioning", "ImagePullBackOff: Back-off")
 
 
@@ -148,7 +146,7 @@ def test_a_container_loading_under_its_startup_probe_says_so() -> None:
             ],
         }
     }
-    verdict = readiness.deployment(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
+    verdict = deployment.ready(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
     assert verdict == Readiness(
         "provisioning",
         "Starting: container runtime is running and its startup probe has not passed yet "
@@ -179,7 +177,7 @@ def test_a_pod_whose_node_stopped_reporting_names_the_node() -> None:
             {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"}
         ],
     }
-    verdict = readiness.deployment(live(down), desired_hash(), [pod])
+    verdict = deployment.ready(live(down), desired_hash(), [pod])
     assert verdict == Readiness(
         "provisioning",
         "NodeNotReady: node infercrane-worker stopped reporting, and its Pods were marked not "
@@ -205,7 +203,7 @@ def test_a_replica_set_refused_its_pod_gives_the_admission_reason() -> None:
             },
         ],
     }
-    assert readiness.deployment(live(status), desired_hash(), []) == Readiness(
+    assert deployment.ready(live(status), desired_hash(), []) == Readiness(
         "provisioning", f"FailedCreate: {refused}"
     )
 
@@ -222,7 +220,7 @@ def test_a_progress_deadline_exceeded_deployment_has_failed() -> None:
             }
         ],
     }
-    assert readiness.deployment(live(status), desired_hash(), []) == Readiness(
+    assert deployment.ready(live(status), desired_hash(), []) == Readiness(
         "failed", 'ProgressDeadlineExceeded: ReplicaSet "x" has timed out progressing.'
     )
 
@@ -237,7 +235,7 @@ ISVC_READY = {
 def test_an_inference_service_ready_for_its_observed_generation_is_ready() -> None:
     isvc = live(ISVC_READY, workloadApi="kserve")
     # Pods unreadable (the shipped Role alone): KServe's word is all there is.
-    verdict = readiness.inference_service(isvc, desired_hash(workloadApi="kserve"), None)
+    verdict = kserve.ready(isvc, desired_hash(workloadApi="kserve"), None)
     assert verdict == Readiness("ready")
 
 
@@ -249,8 +247,7 @@ def test_an_inference_service_s_observed_generation_is_its_predictor_s_and_decid
     isvc = live(ISVC_READY, generation=1, workloadApi="kserve")
     current = desired_hash(workloadApi="kserve")
     verdicts = [
-        readiness.inference_service(isvc, current, pods)
-        for pods in ([predictor_pod(current, ready=True)], None)
+        kserve.ready(isvc, current, pods) for pods in ([predictor_pod(current, ready=True)], None)
     ]
     assert verdicts == [Readiness("ready"), Readiness("ready")]
 
@@ -265,7 +262,7 @@ def test_an_inference_service_kserve_gave_up_on_has_failed() -> None:
         },
     }
     isvc = live(status, workloadApi="kserve")
-    verdict = readiness.inference_service(isvc, desired_hash(workloadApi="kserve"), [])
+    verdict = kserve.ready(isvc, desired_hash(workloadApi="kserve"), [])
     assert verdict == Readiness("failed", "ModelLoadFailed: out of memory")
 
 
@@ -282,7 +279,7 @@ def test_a_container_that_keeps_exiting_gives_its_back_off_and_its_last_exit_cod
             ],
         }
     }
-    verdict = readiness.deployment(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
+    verdict = deployment.ready(live(SERVING | {"availableReplicas": 0}), desired_hash(), [pod])
     assert verdict == Readiness(
         "provisioning", "CrashLoopBackOff: back-off 10s restarting failed (last exit code 2: Error)"
     )
@@ -297,9 +294,7 @@ def predictor_pod(intent_hash: str, *, ready: bool) -> dict[str, Any]:
 
 
 def test_an_inference_service_no_controller_reconciled_says_so() -> None:
-    verdict = readiness.inference_service(
-        live({}, workloadApi="kserve"), desired_hash(workloadApi="kserve"), []
-    )
+    verdict = kserve.ready(live({}, workloadApi="kserve"), desired_hash(workloadApi="kserve"), [])
     assert verdict == Readiness(
         "provisioning", "no KServe controller has reconciled this InferenceService"
     )
@@ -310,7 +305,7 @@ def test_an_inference_service_is_ready_only_once_its_pods_run_the_current_intent
     previous = desired_hash(workloadApi="kserve", namespace="elsewhere")
     assert previous != current
     verdicts = [
-        readiness.inference_service(isvc, current, pods)
+        kserve.ready(isvc, current, pods)
         for pods in (
             [predictor_pod(previous, ready=True)],
             [predictor_pod(previous, ready=True), predictor_pod(current, ready=False)],

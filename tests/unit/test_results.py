@@ -16,9 +16,8 @@ from infercrane_pulumi.automation.results import (
 from infercrane_pulumi.cluster.verdict import judge
 from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.objects import naming, workloads
-from infercrane_pulumi.objects.kinds import KINDS
 from infercrane_pulumi.objects.manifests import Manifest
-from infercrane_pulumi.objects.workloads import render
+from infercrane_pulumi.objects.workloads import KINDS, render
 from infercrane_pulumi.program.records import Applied, AppliedObject
 from infercrane_pulumi.review import changes, yamldiff
 from infercrane_pulumi.review.changes import Drift, KeyChange, ObjectChange, Summary

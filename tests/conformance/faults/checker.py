@@ -95,7 +95,7 @@ def other_stacks(admin: Cluster, settings: KubernetesSettings) -> dict[ObjectId,
     for key, mark in marks.items():
         for obj in workloads.replica_objects(settings, ReplicaIntent.model_validate(intent(key))):
             obj["metadata"]["labels"] |= mark
-            kind = kinds.KINDS[obj["kind"]]
+            kind = workloads.KINDS[obj["kind"]]
             created = admin.transport.request("POST", kind.collection(settings.namespace), body=obj)
             raise_for_status(created, f"create {obj['kind']} {obj['metadata']['name']}")
             placed.append((obj["kind"], obj["metadata"]["name"]))

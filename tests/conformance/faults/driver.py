@@ -53,7 +53,7 @@ from infercrane_pulumi.cluster import deletion
 from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config.intents import ReplicaIntent
 from infercrane_pulumi.errors import InferCraneError
-from infercrane_pulumi.objects import kinds, naming
+from infercrane_pulumi.objects import naming, workloads
 from infercrane_pulumi.program import components
 from tests.conformance import replica
 from tests.conformance.harness import ENGINE_BINARIES, require_toolchain, wait_for
@@ -362,7 +362,7 @@ def kill_at(
                 if (where := driver.held()) is not None:
                     if where.startswith(APPLIED):  # the point's claim, read back as admin
                         kind, name = where.removeprefix(APPLIED).split("/")
-                        assert admin.get(kinds.KINDS[kind], namespace, name) is not None, where
+                        assert admin.get(workloads.KINDS[kind], namespace, name) is not None, where
                     fire(f"held: {where}")
                 elif not run_dir.exists() or driver.process.poll() is not None:
                     break

@@ -52,7 +52,7 @@ from kubernetes import client
 from infercrane_pulumi.cluster import ours
 from infercrane_pulumi.cluster.api import Cluster, raise_for_status
 from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
-from infercrane_pulumi.objects import kinds, naming
+from infercrane_pulumi.objects import kinds, naming, workloads
 from tests.conformance.backends import Tenant
 from tests.conformance.faults import checker
 from tests.conformance.faults.checker import Listing, ObjectId
@@ -156,7 +156,7 @@ class World:
         )
 
     def delete(self, kind: str, name: str) -> None:
-        path = kinds.KINDS[kind].path(self.namespace, name)
+        path = workloads.KINDS[kind].path(self.namespace, name)
         deleted = self.admin.transport.request(
             "DELETE", path, query=[("propagationPolicy", "Background")]
         )
@@ -168,7 +168,7 @@ class World:
         edit or scale would write it)."""
         patched = self.admin.transport.request(
             "PATCH",
-            kinds.KINDS[obj[0]].path(self.namespace, obj[1]),
+            workloads.KINDS[obj[0]].path(self.namespace, obj[1]),
             query=[("fieldManager", OTHER_MANAGER)],
             body=body,
             content_type="application/merge-patch+json",
@@ -294,7 +294,7 @@ class DeletionRule(RuleBasedStateMachine):
         obj = (kind, naming.object_name(key))
         if obj not in self.live:
             how = "look-alike"
-            look_alike(world.api, kinds.KINDS[kind], world.namespace, key)
+            look_alike(world.api, workloads.KINDS[kind], world.namespace, key)
             self.look_alikes.add(obj)
             found = checker.listed(world.admin, world.namespace)
             self.foreign[obj] = checker.fingerprint(found[obj])
