@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from infercrane_pulumi.cluster import api, ownership, preflight, verdict
+from infercrane_pulumi.cluster import actions, api, ownership, preflight, verdict
 from infercrane_pulumi.config import files
 from infercrane_pulumi.objects import workloads
 from infercrane_pulumi.program import handoff
@@ -39,12 +39,12 @@ class Plan:
     targets: frozenset[str] | None = None
     # What the run deletes itself, each with its checked uid: a destroy before the engine
     # forgets it, an up once the engine has forgotten it.
-    deletions: tuple[verdict.Doomed, ...] = ()
+    deletions: tuple[actions.Doomed, ...] = ()
     # The verified keys the program leaves out of a targeted run, with their recorded outputs.
     carried: Carried | None = None
     # The objects checked, which the program registers (None: a destroy registers nothing).
     rendered: workloads.Rendered | None = None
-    # Per key, why the run works on it (``verdict.Verdict.reasons``; none for a kept key).
+    # Per key, why the run works on it (``actions.Verdict.reasons``; none for a kept key).
     reasons: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # What the run leaves of ours because its caller did not name the key (``verdict``).
     left: tuple[Left, ...] = ()

@@ -20,7 +20,7 @@ from typing import Any
 from pulumi import automation as auto
 
 from infercrane_pulumi.automation import policypack, targets
-from infercrane_pulumi.cluster.verdict import Doomed
+from infercrane_pulumi.cluster.actions import Doomed
 from infercrane_pulumi.config.intents import StackConfig
 from infercrane_pulumi.objects import naming, workloads
 from infercrane_pulumi.policy.rules import Finding

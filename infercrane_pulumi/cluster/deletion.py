@@ -9,7 +9,7 @@ the program itself, before it registers anything, when a person runs ``pulumi up
 only forgets. Each DELETE carries the uid the ownership check just read as a precondition (an
 object replaced since is never deleted: the API server answers 409), with the Background
 propagation the objects ask for. Which objects is the run's verdict's to say
-(``verdict.Verdict.doomed``).
+(``actions.Verdict.doomed``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from infercrane_pulumi.cluster.actions import Doomed
 from infercrane_pulumi.cluster.api import Cluster, failure, object_subject
 from infercrane_pulumi.cluster.preflight import DRY_RUN_CONCURRENCY, Snapshot
-from infercrane_pulumi.cluster.verdict import Doomed
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import ClusterUnavailableError, OwnershipError
 from infercrane_pulumi.objects.workloads import KINDS

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infercrane_pulumi.cluster import ours
+from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.cluster.preflight import api_problem
 from infercrane_pulumi.config.intents import KubernetesSettings
@@ -61,7 +61,7 @@ def doctor(cluster: Cluster, settings: KubernetesSettings) -> list[DoctorRow]:
             found = [
                 obj
                 for obj in labelled
-                if ours.owner_key(obj.get("metadata") or {}, settings.namespace) is not None
+                if verdict.owner_key(obj.get("metadata") or {}, settings.namespace) is not None
             ]
             rows.append(DoctorRow("ok", f"list:{kind.resource}", f"{len(found)} owned object(s)"))
             if kind == api.workload_kind and api.controller_check is not None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infercrane_pulumi.cluster import ours
+from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config.intents import ReplicaIntent, StackConfig
 from infercrane_pulumi.objects import naming, workloads
@@ -138,7 +138,7 @@ def observe(
     grouped: dict[str, list[dict[str, Any]]] = {}
     for kind in api.kinds:
         for item in cluster.select(kind, settings.namespace, naming.OWNED_SELECTOR):
-            key = ours.owner_key(item.get("metadata") or {}, settings.namespace)
+            key = verdict.owner_key(item.get("metadata") or {}, settings.namespace)
             if key is not None:
                 grouped.setdefault(key, []).append(item)
     pods = cluster.list_if_allowed(POD, settings.namespace, naming.OWNED_SELECTOR)

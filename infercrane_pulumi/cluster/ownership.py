@@ -14,14 +14,14 @@ deletes each key's component (``delete_named``, from the program's delete hook).
 
 from __future__ import annotations
 
-from infercrane_pulumi.cluster import deletion, preflight, verdict
+from infercrane_pulumi.cluster import actions, deletion, preflight, verdict
 from infercrane_pulumi.cluster.api import Cluster
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import ConfigError, OwnershipError
 from infercrane_pulumi.objects import workloads
 
 
-def check(cluster: Cluster, judged: verdict.Verdict, settings: KubernetesSettings) -> None:
+def check(cluster: Cluster, judged: actions.Verdict, settings: KubernetesSettings) -> None:
     """Refuse (``OwnershipError``, ``RejectedError``...) a run whose verdict refuses an object,
     or whose applied objects the API server or the workload's controller would not take, and
     (``ConfigError``) one that would empty the namespace not on purpose."""

@@ -1,8 +1,7 @@
 """One verdict per object of a run, decided once over one metadata snapshot of the namespace.
 
-Every object a run might touch is judged here, and only here: each object the run would apply
-(each desired key's, as its workload API builds them) and every live object of the stack,
-whichever workload API made it. An object is
+Every object a run might touch is judged here, and only here: each one the run would apply (as
+its key's workload API builds it) and every live object of the stack, whichever API made it:
 
 - ``keep``: the very object the stack's last apply left (same uid and generation, our marks
   and the desired intent hash, no other field manager the rule would refuse), its key's intent
@@ -23,20 +22,18 @@ The deletion rule, once: an object is deleted only when its caller named it. An 
 exactly-ours object of the stack outside it goes; a ``destroy`` names the whole stack; a
 ``remove`` names its key alone (``judge``'s ``named``). An ``up`` that desires nothing while it
 would delete replicas empties the namespace: only on purpose (``allowEmpty``), so that a
-desired set that went missing is never a take-down (``Verdict.emptying``).
-
-The preflight (``ownership``), the verified no-op and targets (``automation.planning``), the
-refresh decision and the deletions all read this verdict; none decides again. Pure.
+desired set that went missing is never a take-down (``Verdict.emptying``). The preflight
+(``ownership``), the verified no-op and targets (``automation.planning``), the refresh decision
+and the deletions all read this verdict (``actions``); none decides again. Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from infercrane_pulumi.cluster.actions import ObjectVerdict, Verdict
 from infercrane_pulumi.cluster.api import object_subject, subject
-from infercrane_pulumi.cluster.ours import foreign_problems, owner_key, ownership_problems
 from infercrane_pulumi.cluster.preflight import Snapshot
 from infercrane_pulumi.config.intents import ALLOW_EMPTY_KEY, REPLICAS_KEY, StackConfig
 from infercrane_pulumi.objects import naming, workloads
@@ -45,66 +42,90 @@ from infercrane_pulumi.objects.workloadapi import WorkloadApi
 from infercrane_pulumi.objects.workloads import KINDS
 from infercrane_pulumi.program.records import Applied, AppliedObject
 
-Action = Literal["keep", "apply", "refuse", "delete", "leave"]
-Doomed = tuple[Manifest, str]  # an object, and the uid it must still have
+# pulumi-kubernetes silently renames these managers to its own on every real update
+# (fixCSAFieldManagers in v4.25), taking over fields somebody else set: we refuse instead.
+TAKEOVER_MANAGERS = frozenset(
+    {
+        ("kubectl", "Apply"),
+        ("kubectl", "Update"),
+        ("before-first-apply", "Update"),
+        ("pulumi-kubernetes", "Update"),
+        ("pulumi-kubernetes.exe", "Update"),
+        ("pulumi-resource-kubernetes", "Update"),
+    }
+)
 
 
-@dataclass(frozen=True)
-class ObjectVerdict:
-    """What a run does with one object, and why."""
+def owner_key(metadata: Mapping[str, Any], namespace: str) -> str | None:
+    """The external key of an exactly-ours object, or None when any ownership mark is off: the
+    one definition of "ours" that the verdict, inspect and doctor share."""
+    object_labels = metadata.get("labels") or {}
+    key = (metadata.get("annotations") or {}).get(naming.ANNOTATION_EXTERNAL_KEY)
+    if (
+        metadata.get("namespace") != namespace
+        or object_labels.get(naming.LABEL_MANAGED_BY) != naming.MANAGED_BY
+        or not isinstance(key, str)
+        or object_labels.get(naming.LABEL_KEY_HASH) != naming.key_hash(key)
+        or metadata.get("name") != naming.object_name(key)
+    ):
+        return None
+    return key
 
-    action: Action
-    manifest: Manifest  # the desired object; for a deletion, the live one's kind and name
-    key: str
-    uid: str | None = None  # the live object's, which a deletion must still find
-    reasons: tuple[str, ...] = ()
 
-    @property
-    def subject(self) -> str:
-        return object_subject(self.manifest)
+def is_exactly_ours(metadata: Mapping[str, Any], namespace: str, external_key: str) -> bool:
+    return owner_key(metadata, namespace) == external_key
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """The run's objects, each judged once, and what differs from the last apply."""
+def ownership_problems(desired: Manifest, live: Mapping[str, Any] | None) -> list[str]:
+    """Why an existing object at a desired name must not be applied to (empty: safe)."""
+    if live is None:
+        return []
+    what = object_subject(desired)
+    meta = live.get("metadata") or {}
+    foreign = foreign_problems(desired, meta)
+    if foreign:
+        return foreign
+    entries = meta.get("managedFields") or []
+    if not entries:
+        return [f"{what}: has no managedFields, so the provider would force its apply; refusing"]
+    return [
+        f"{what}: fields {', '.join(field_paths(entry.get('fieldsV1') or {})) or '(none)'} "
+        f"managed by {entry.get('manager')!r} ({entry.get('operation')}) would be silently "
+        "taken over by pulumi-kubernetes; have that manager release them first"
+        for entry in entries
+        if (entry.get("manager"), entry.get("operation")) in TAKEOVER_MANAGERS
+    ]
 
-    objects: tuple[ObjectVerdict, ...]
-    # What a refresh would find: an applied object gone, or carrying another intent.
-    drift: tuple[str, ...] = ()
-    # Why the run must not go on: it would delete every replica, not on purpose (empty: it may).
-    emptying: tuple[str, ...] = ()
 
-    def refusals(self) -> list[str]:
-        return [reason for o in self.objects if o.action == "refuse" for reason in o.reasons]
+def foreign_problems(desired: Manifest, meta: Mapping[str, Any]) -> list[str]:
+    """Why the live object at a desired name is not exactly ours (empty: it is): its marks
+    must name our key, and when both carry a stack identity, the same stack."""
+    key = desired["metadata"]["annotations"][naming.ANNOTATION_EXTERNAL_KEY]
+    if not is_exactly_ours(meta, desired["metadata"]["namespace"], key):
+        return [
+            f"{object_subject(desired)}: exists but is not exactly ours (managed-by, key-hash "
+            "label and key annotation must all match); InferCrane never adopts, changes or "
+            "deletes it"
+        ]
+    ours = desired["metadata"]["labels"].get(naming.LABEL_STACK)
+    theirs = (meta.get("labels") or {}).get(naming.LABEL_STACK)
+    if ours is not None and theirs is not None and ours != theirs:
+        return [
+            f"{object_subject(desired)}: belongs to another stack (stack-hash {theirs}); "
+            "InferCrane never adopts, changes or deletes another stack's object"
+        ]
+    return []
 
-    def kept(self) -> frozenset[str]:
-        """The keys whose every object is kept: the engine need not touch them."""
-        judged: dict[str, set[Action]] = {}
-        for found in self.objects:
-            if found.action not in ("delete", "leave"):
-                judged.setdefault(found.key, set()).add(found.action)
-        return frozenset(key for key, actions in judged.items() if actions == {"keep"})
 
-    def applied(self) -> list[Manifest]:
-        return [o.manifest for o in self.objects if o.action == "apply"]
-
-    def doomed(self) -> list[Doomed]:
-        return [(o.manifest, o.uid) for o in self.objects if o.action == "delete" and o.uid]
-
-    def left(self) -> list[ObjectVerdict]:
-        """The objects of ours this run leaves because its caller did not name their key."""
-        return [o for o in self.objects if o.action == "leave"]
-
-    def reasons(self) -> dict[str, tuple[str, ...]]:
-        """Per key: why each of its objects is not kept (empty: all are)."""
-        found: dict[str, tuple[str, ...]] = {}
-        for o in self.objects:
-            if o.key:  # a refusal of no key (a kind it may not list) refuses the whole run
-                kept = o.action == "keep"
-                found[o.key] = found.get(o.key, ()) + tuple(
-                    () if kept else (f"{o.subject}: {o.action}: {r}" for r in o.reasons)
-                )
-        return found
+def field_paths(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Leaf paths of a managedFields ``fieldsV1`` set, like ``.spec.replicas``."""
+    paths: list[str] = []
+    for key, sub in fields.items():
+        if key == ".":
+            continue
+        step = f"{prefix}.{key[2:]}" if key.startswith("f:") else f"{prefix}[{key[2:]}]"
+        paths += field_paths(sub, step) if sub else [step]
+    return paths
 
 
 def judge(

@@ -2,7 +2,7 @@
 
 A retry after a lost response must land on the very same objects, so nothing here may depend on
 time, randomness, Pulumi state or the cluster. Whether a live object carries these marks
-exactly (ours) is ``cluster.ours``' to say.
+exactly (ours) is the verdict's to say (``cluster.verdict.owner_key``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infercrane_pulumi.cluster import ours
+from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.cluster.api import APPLY_CONTENT_TYPE
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.objects import kinds, naming
@@ -41,7 +41,7 @@ def test_a_service_deleted_out_of_band_is_found_recreated_and_reported(
     ]
     service = harness.get(kinds.SERVICE, name)
     assert service is not None
-    assert ours.is_exactly_ours(service["metadata"], harness.namespace, "drift-b")
+    assert verdict.is_exactly_ours(service["metadata"], harness.namespace, "drift-b")
 
     before = harness.written()  # the controllers may still write status; a run may not
     quiet = stack.ensure(intents)

@@ -19,7 +19,7 @@ import yaml
 from pulumi import automation as auto
 
 from infercrane_pulumi.automation import NamespaceStack
-from infercrane_pulumi.cluster import ours
+from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.objects import kinds, naming
 from tests.conformance.harness import ENGINE_CLIS, Harness, intent, replica
@@ -51,7 +51,7 @@ def test_kubeconfig_contents_work_end_to_end_and_are_stored_encrypted(harness: H
 
     deployment = harness.get(kinds.DEPLOYMENT, "contents-r0")
     assert deployment is not None
-    assert ours.is_exactly_ours(deployment["metadata"], harness.namespace, "contents-r0")
+    assert verdict.is_exactly_ours(deployment["metadata"], harness.namespace, "contents-r0")
 
     stack_file = harness.stack_file.read_text()
     assert token not in stack_file

@@ -23,7 +23,7 @@ from pulumi import automation as auto
 from infercrane_dev.localcluster.processes import descendants, is_alive
 from infercrane_pulumi import automation
 from infercrane_pulumi.automation.results import step_of
-from infercrane_pulumi.cluster import ours, preflight
+from infercrane_pulumi.cluster import preflight, verdict
 from infercrane_pulumi.config.files import load_stack_file
 from infercrane_pulumi.errors import RejectedError
 from infercrane_pulumi.objects import kinds, naming, workloads
@@ -214,7 +214,7 @@ def test_service_deleted_out_of_band_is_reported_degraded_then_recreated(
     harness.up()
     service = harness.get(kinds.SERVICE, name)
     assert service is not None
-    assert ours.is_exactly_ours(service["metadata"], harness.namespace, "repair-r0")
+    assert verdict.is_exactly_ours(service["metadata"], harness.namespace, "repair-r0")
     assert _inspect(harness)["result"][0]["state"] == "provisioning"
 
 

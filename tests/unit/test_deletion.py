@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
+from infercrane_pulumi.cluster.actions import Doomed
 from infercrane_pulumi.cluster.api import Cluster, Response
 from infercrane_pulumi.cluster.deletion import delete_all
-from infercrane_pulumi.cluster.verdict import Doomed, judge
+from infercrane_pulumi.cluster.verdict import judge
 from infercrane_pulumi.errors import OwnershipError
 from infercrane_pulumi.objects.workloads import KINDS, render
 from tests.unit.fake_cluster import NS, Deleting, config

@@ -61,7 +61,7 @@ RANKS = {
     "cluster": 9,
     "cluster.api": 8,
     "cluster.client": 9,
-    "cluster.ours": 9,
+    "cluster.actions": 9,
     "cluster.preflight": 10,
     "cluster.placement": 10,
     "cluster.desired": 10,

@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from infercrane_pulumi.cluster import ours
+from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.config.rules import parse_stack_config
 from infercrane_pulumi.objects import manifests, naming, workloads
 from tests.unit import samples
@@ -257,15 +257,15 @@ def test_intent_hash_tracks_what_shapes_objects_and_ignores_location() -> None:
 
 def test_ownership_requires_every_mark() -> None:
     meta = copy.deepcopy(metadata())
-    assert ours.is_exactly_ours(meta, "infercrane-system", KEY)
-    assert not ours.is_exactly_ours(meta, "other-namespace", KEY)
+    assert verdict.is_exactly_ours(meta, "infercrane-system", KEY)
+    assert not verdict.is_exactly_ours(meta, "other-namespace", KEY)
     for label in ("app.kubernetes.io/managed-by", "infercrane.dev/external-key-hash"):
         broken = copy.deepcopy(meta)
         broken["labels"][label] = "someone-else"
-        assert not ours.is_exactly_ours(broken, "infercrane-system", KEY)
+        assert not verdict.is_exactly_ours(broken, "infercrane-system", KEY)
     broken = copy.deepcopy(meta)
     del broken["annotations"]["infercrane.dev/external-key"]
-    assert not ours.is_exactly_ours(broken, "infercrane-system", KEY)
+    assert not verdict.is_exactly_ours(broken, "infercrane-system", KEY)
 
 
 def test_rendered_objects_are_sorted_and_stable() -> None:

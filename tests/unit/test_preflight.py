@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane_pulumi.cluster import client, ours, ownership, preflight
+from infercrane_pulumi.cluster import client, ownership, preflight, verdict
 from infercrane_pulumi.cluster.api import Cluster, Response
 from infercrane_pulumi.config import kubeconfigs
 from infercrane_pulumi.config.intents import StackConfig
@@ -100,7 +100,7 @@ def test_managers_pulumi_would_silently_rename_are_refused(manager: tuple[str, s
             },
         }
     }
-    assert ours.ownership_problems(desired, live) == [
+    assert verdict.ownership_problems(desired, live) == [
         f"Deployment/{NS}/{desired['metadata']['name']}: fields .spec.replicas, "
         '.spec.template.spec.containers[{"name":"runtime"}].image managed by '
         f"{manager[0]!r} ({manager[1]}) would be silently taken over by pulumi-kubernetes; "
@@ -113,13 +113,13 @@ def test_our_own_object_with_only_our_manager_is_taken_back() -> None:
     live = live_copy(
         desired, [("infercrane-provider-v1", "Apply"), ("kube-controller-manager", "Update")]
     )
-    assert ours.ownership_problems(desired, live) == []
+    assert verdict.ownership_problems(desired, live) == []
 
 
 def test_an_object_without_managed_fields_would_be_forced_so_it_is_refused() -> None:
     desired = workloads.stack_objects(config())[0]
     live = live_copy(desired, [])
-    assert ours.ownership_problems(desired, live)[0].endswith(
+    assert verdict.ownership_problems(desired, live)[0].endswith(
         "has no managedFields, so the provider would force its apply; refusing"
     )
 

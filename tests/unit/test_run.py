@@ -17,8 +17,8 @@ from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.run import Held, RunOptions, run
 from infercrane_pulumi.cluster import client, ownership, placement
+from infercrane_pulumi.cluster.actions import Doomed
 from infercrane_pulumi.cluster.api import Cluster
-from infercrane_pulumi.cluster.verdict import Doomed
 from infercrane_pulumi.config.intents import StackConfig
 from infercrane_pulumi.config.kubeconfigs import ClusterIdentity
 from infercrane_pulumi.config.rules import parse_stack_config

@@ -49,7 +49,7 @@ from hypothesis.stateful import (
 )
 from kubernetes import client
 
-from infercrane_pulumi.cluster import ours
+from infercrane_pulumi.cluster import verdict
 from infercrane_pulumi.cluster.api import Cluster, raise_for_status
 from infercrane_pulumi.config.intents import KubernetesSettings, ReplicaIntent
 from infercrane_pulumi.objects import kinds, naming, workloads
@@ -474,7 +474,7 @@ class DeletionRule(RuleBasedStateMachine):
 
     def owner(self, meta: Mapping[str, Any]) -> str | None:
         """The key of an object exactly ours and of this stack, else None."""
-        key = ours.owner_key(meta, self.world.namespace)
+        key = verdict.owner_key(meta, self.world.namespace)
         return key if (meta.get("labels") or {}).get(naming.LABEL_STACK) == self.mark else None
 
     def ours(self, listing: Listing) -> dict[ObjectId, str]:
