@@ -1,4 +1,5 @@
 """The Kubernetes objects an intent becomes, as plain values: the kinds (``kinds``), names from the
-durable key (``naming``), the runtime Pod (``podspec``), the manifests (``manifests``), when a
-replica serves (``readiness``), and what differs per workload API (``workloads``). Pure.
+durable key (``naming``), the runtime Pod (``podspec``), what every object shares
+(``manifests``, ``readiness``), one module per workload API (``deployment``, ``kserve``, each
+filling in a ``workloadapi.WorkloadApi``), and their table (``workloads``). Pure.
 """
