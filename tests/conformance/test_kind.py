@@ -151,11 +151,11 @@ SECRET_PROBE = """
 import json, sys
 from pathlib import Path
 from infercrane_pulumi.config import files, kubeconfigs
-from infercrane_pulumi.cluster import client
+from infercrane_pulumi.cluster import api, client
 settings = files.load_stack_file(Path(sys.argv[1])).kubernetes
 cluster = client.connect(kubeconfigs.resolved(settings, None))
 path = f"/api/v1/namespaces/{settings.namespace}/secrets/infercrane-worker"
-error = client.failure(cluster.transport.request("GET", path), "the worker key's Secret")
+error = api.failure(cluster.transport.request("GET", path), "the worker key's Secret")
 print(json.dumps(None if error is None else error.to_record()))
 """
 

@@ -56,7 +56,7 @@ def holding(url: str, stack: str) -> subprocess.Popen[str]:
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from infercrane_pulumi.automation import leases\n"
+        "from infercrane_pulumi.automation.state import leases\n"
         "from tests.conformance.test_leases import environment\n"
         "with leases.held(environment(sys.argv[1], Path('/nonexistent')), sys.argv[2], 0):\n"
         "    print('held', flush=True)\n"
