@@ -34,10 +34,7 @@ from infercrane_pulumi.config.files import (
     stack_file,
 )
 from infercrane_pulumi.config.intents import PolicySettings, StackConfig
-from infercrane_pulumi.errors import (
-    EXIT_POLICY,
-    ConfigError,
-)
+from infercrane_pulumi.errors import EXIT_POLICY, ConfigError
 from infercrane_pulumi.objects import manifests, workloads
 from infercrane_pulumi.review import comments, offline_diff
 
