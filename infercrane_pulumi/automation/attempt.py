@@ -11,7 +11,7 @@ diagnostics, or a failure to record a run whose every step went through.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pulumi import automation as auto
 
@@ -133,21 +133,13 @@ def attempt(
 def attempts(
     stack: auto.Stack,
     env: PulumiEnvironment,
-    operation: Operation,
-    plan: Plan,
+    once: Callable[[], None],
     *,
-    settings: KubernetesSettings,
-    pack: PolicyPack | None,
-    findings: Sequence[Finding],
-    on_event: engine.EventHandler,
-    on_output: engine.Printer | None,
     wait_seconds: float,
     lease: leases.Lease | None,
-    variables: Mapping[str, str],
-    provenance: Provenance,
-    deadline: float | None,
 ) -> None:
-    """Engine attempts (``attempt``) until one is not refused as busy. Without a lease: what a
+    """Engine attempts (``once``: one ``attempt`` of the run) until one is not refused as busy.
+    Without a lease: what a
     dead run left is recovered before each, and a live holder is waited for up to
     ``wait_seconds``. Under the stack's lease no live replica runs the stack, so a Pulumi lock
     met that a lease holder's engine left is broken (after the lease's fence), once, and any
@@ -156,7 +148,6 @@ def attempts(
     retryably, the one that lost it after the engine finished too (the retry finds the work
     done)."""
     waited = time.monotonic() + wait_seconds
-    variables = {**variables, **({} if lease is None else lease.variables)}
     broken = False
     while True:
         if lease is None:
@@ -167,20 +158,7 @@ def attempts(
         else:
             lease.check()
         try:
-            attempt(
-                stack,
-                operation,
-                plan,
-                settings=settings,
-                pack=pack,
-                findings=findings,
-                on_event=on_event,
-                on_output=on_output,
-                variables=variables,
-                provenance=provenance,
-                deadline=deadline,
-                tracker=lease,
-            )
+            once()
         except StackBusyError:
             if lease is None and time.monotonic() < waited:
                 continue  # taken between our look and our start, or its holder died

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pulumi import automation as auto
 
 from infercrane_pulumi.automation import engine, project, pulumi_versions, results, stacks
-from infercrane_pulumi.automation.attempt import attempts
+from infercrane_pulumi.automation.attempt import attempt, attempts
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
@@ -188,18 +188,25 @@ def run(
             attempts(
                 stack,
                 env,
-                operation,
-                plan,
-                settings=config.kubernetes,
-                pack=options.policy_pack,
-                findings=findings,
-                on_event=record,
-                on_output=options.on_output,
+                lambda: attempt(
+                    stack,
+                    operation,
+                    plan,
+                    settings=config.kubernetes,
+                    pack=options.policy_pack,
+                    findings=findings,
+                    on_event=record,
+                    on_output=options.on_output,
+                    variables={
+                        **engine.memory_limit(_held(rendered, last_run), os.environ),
+                        **({} if lease is None else lease.variables),
+                    },
+                    provenance=Provenance(desired_version, where),
+                    deadline=deadline,
+                    tracker=lease,
+                ),
                 wait_seconds=options.wait_seconds,
                 lease=lease,
-                variables=engine.memory_limit(_held(rendered, last_run), os.environ),
-                provenance=Provenance(desired_version, where),
-                deadline=deadline,
             )
             if engine_first:
                 deletion.delete_all(cluster, config.kubernetes, plan.deletions)
