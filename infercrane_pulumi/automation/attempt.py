@@ -138,13 +138,12 @@ def attempts(
     wait_seconds: float,
     lease: leases.Lease | None,
 ) -> None:
-    """Engine attempts (``once``: one ``attempt`` of the run) until one is not refused as busy.
-    Without a lease: what a
-    dead run left is recovered before each, and a live holder is waited for up to
-    ``wait_seconds``. Under the stack's lease no live replica runs the stack, so a Pulumi lock
-    met that a lease holder's engine left is broken (after the lease's fence), once, and any
-    other is a live writer's, never broken (``recovery.break_fenced``); every process of the
-    run carries the lease's marker, and a run whose lease was lost (and was stopped) fails
+    """Engine attempts (``once``: one ``attempt`` of the run, its processes carrying the
+    lease's marker) until one is not refused as busy. Without a lease: what a dead run left is
+    recovered before each, and a live holder is waited for up to ``wait_seconds``. Under the
+    stack's lease no live replica runs the stack, so a Pulumi lock met that a lease holder's
+    engine left is broken (after the lease's fence), once, and any other is a live writer's,
+    never broken (``recovery.break_fenced``); a run whose lease was lost (and was stopped) fails
     retryably, the one that lost it after the engine finished too (the retry finds the work
     done)."""
     waited = time.monotonic() + wait_seconds
