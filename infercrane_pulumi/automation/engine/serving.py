@@ -23,6 +23,7 @@ import contextvars
 import logging
 import platform
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -49,6 +50,7 @@ GRPC_OPTIONS = (
     ("grpc.max_receive_message_length", 400 * 1024 * 1024),
     ("grpc.server_max_unrequested_time_in_server", 30 * 60),
 )
+ENDING_SECONDS = 5.0  # what a run's tasks get to end in, once cancelled
 
 # With every resource it registers, the SDK sends the Python stack that registered it, and the
 # engine keeps it in the resource's state: here about 25 frames (the program's, the SDK's,
@@ -79,10 +81,37 @@ class _Runtime(language_pb2_grpc.LanguageRuntimeServicer):
     with whatever the program left in it however the run ended, even when the engine went
     away mid-run (an API server gone, a run stopped): otherwise two descriptors and the run's
     objects stay, per such run, for as long as the driver lives (seen in
-    ``test_cli_and_faults``)."""
+    ``test_cli_and_faults``).
+
+    A run the engine abandoned may never end by itself: an output whose registration the
+    engine never answered stays pending, and the SDK waits for every output (seen beside a
+    busy CPU: the loop waited, its thread with it, until the driver's end). So when serving
+    ends, its engine is gone and every run still going is cancelled (``abandon``)."""
 
     def __init__(self, program: Callable[[], None]) -> None:
         self.program = program
+        self._lock = threading.Lock()
+        self._loops: set[asyncio.AbstractEventLoop] = set()
+        self._abandoned = False
+
+    def abandon(self) -> None:
+        """Cancel every run still going, and any run asked for from now on."""
+        with self._lock:
+            self._abandoned = True
+            for loop in self._loops:
+                loop.call_soon_threadsafe(_cancel_all, loop)
+
+    def _started(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether ``loop`` may run the program (serving has not ended)."""
+        with self._lock:
+            if not self._abandoned:
+                self._loops.add(loop)
+            return not self._abandoned
+
+    def _closed(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:  # never closed while ``abandon`` calls into it
+            self._loops.discard(loop)
+            loop.close()
 
     def GetRequiredPlugins(self, request: Any, context: Any) -> Any:
         return language_pb2.GetRequiredPluginsResponse()  # the engine's own default ones
@@ -124,7 +153,8 @@ class _Runtime(language_pb2_grpc.LanguageRuntimeServicer):
             futures.ThreadPoolExecutor(max_workers=max(request.parallel, 1) * 4)
         )
         try:
-            loop.run_until_complete(pulumi.runtime.run_in_stack(self.program))
+            if self._started(loop):
+                loop.run_until_complete(pulumi.runtime.run_in_stack(self.program))
             return language_pb2.RunResponse()
         except pulumi.RunError as error:
             return _failed(str(error))
@@ -133,13 +163,21 @@ class _Runtime(language_pb2_grpc.LanguageRuntimeServicer):
                 return language_pb2.RunResponse()
             return _failed(f"RPC error: {error.details()}")
         except BaseException as error:  # every failure is the run's error, as the engine shows it
+            if self._abandoned:  # cancelled: the engine that asked is gone, nobody to tell
+                return language_pb2.RunResponse()
             return _failed(f"the served program failed: {error}\n{traceback.format_exc()}")
         finally:
-            for task in asyncio.all_tasks(loop):
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    loop.run_until_complete(task)
-            loop.close()
+            _cancel_all(loop)
+            # Bounded: the SDK takes a cancellation in the program's own code as its failure,
+            # then waits for its outputs again. A task still pending is dropped with the loop.
+            if pending := asyncio.all_tasks(loop):
+                loop.run_until_complete(asyncio.wait(pending, timeout=ENDING_SECONDS))
+            self._closed(loop)
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
 
 
 def _failed(message: str) -> Any:
@@ -154,7 +192,8 @@ def serving(program: Callable[[], None], directory: Path) -> Iterator[tuple[str,
     user: the run's own); yields the CLI flags that run it."""
     pool = futures.ThreadPoolExecutor(max_workers=4)
     server = grpc.server(pool, options=GRPC_OPTIONS)
-    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(_Runtime(program), server)
+    runtime = _Runtime(program)
+    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(runtime, server)
     socket = directory.resolve() / SOCKET
     own = None
     if len(bytes(socket)) > MAX_SOCKET_PATH:
@@ -169,7 +208,9 @@ def serving(program: Callable[[], None], directory: Path) -> Iterator[tuple[str,
         yield ("--client", address, "--exec-kind", "auto.inline")
     finally:
         server.stop(0)
-        # Not waited for: a run the engine abandoned ends on its own thread (above).
-        pool.shutdown(wait=False)
+        # The engine's process has ended: a run still going was abandoned, and ends now,
+        # its loop closed, before the run's caller goes on (``_Runtime``).
+        runtime.abandon()
+        pool.shutdown(wait=True)
         if own is not None:
             private_dirs.removed(own)
