@@ -1,5 +1,6 @@
-"""One engine attempt of a run: the command its plan asks for, the program served for exactly
-that plan (``automation.engine``), and what the attempt's end means as one typed error.
+"""The engine attempts of a run, and one attempt: the command its plan asks for, the program
+served for exactly that plan (``automation.engine``), and what the attempt's end means as one
+typed error; attempts until one is not refused as busy (``attempts``).
 
 A failed attempt is, in this order: another operation holding the stack (``StackBusyError``),
 the program's own refusal (as itself: the served program hands it over), the policy pack's
@@ -9,13 +10,17 @@ diagnostics, or a failure to record a run whose every step went through.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pulumi import automation as auto
 
-from infercrane_pulumi.automation import engine, failures, policypack, project, targets
+from infercrane_pulumi.automation import engine, failures, policypack, project, stacks, targets
+from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, Plan
 from infercrane_pulumi.automation.policypack import PolicyPack
+from infercrane_pulumi.automation.state import holders, leases
+from infercrane_pulumi.automation.state.recovery import break_fenced, recover
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import InferCraneError, PolicyViolationError, StackBusyError
 from infercrane_pulumi.hand_run import ownership_preflight
@@ -123,3 +128,50 @@ def attempt(
     raise failures.failed(
         stack.name, operation, list(outcome.diagnostics), finished=outcome.finished
     )
+
+
+def attempts(
+    stack: auto.Stack,
+    env: PulumiEnvironment,
+    once: Callable[[], None],
+    *,
+    wait_seconds: float,
+    lease: leases.Lease | None,
+) -> None:
+    """Engine attempts (``once``: one ``attempt`` of the run, its processes carrying the
+    lease's marker) until one is not refused as busy. Without a lease: what a dead run left is
+    recovered before each, and a live holder is waited for up to ``wait_seconds``. Under the
+    stack's lease no live replica runs the stack, so a Pulumi lock met that a lease holder's
+    engine left is broken (after the lease's fence), once, and any other is a live writer's,
+    never broken (``recovery.break_fenced``); a run whose lease was lost (and was stopped) fails
+    retryably, the one that lost it after the engine finished too (the retry finds the work
+    done)."""
+    waited = time.monotonic() + wait_seconds
+    broken = False
+    while True:
+        if lease is None:
+            # Before every attempt: a holder that died while we waited left its lock, which
+            # ``wait_until_free`` counts as free but the CLI still refuses.
+            recover(env, stack.name)
+            holders.wait_until_free(env, stack.name, max(0.0, waited - time.monotonic()))
+        else:
+            lease.check()
+        try:
+            once()
+        except StackBusyError:
+            if lease is None and time.monotonic() < waited:
+                continue  # taken between our look and our start, or its holder died
+            if lease is None or broken:
+                raise
+            lease.fence()
+            with stacks.pulumi_errors(stack.name):
+                break_fenced(env, stack, lease.engines())
+            broken = True
+            continue
+        except InferCraneError:
+            if lease is not None:
+                lease.check()  # a run that lost its lease (and was stopped) fails retryably
+            raise
+        if lease is not None:
+            lease.check()
+        return

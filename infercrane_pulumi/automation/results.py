@@ -29,6 +29,7 @@ from infercrane_pulumi.review.changes import (
     Change,
     Drift,
     KeyChange,
+    Left,
     ObjectChange,
     PolicyFinding,
     StackChanges,
@@ -150,14 +151,14 @@ def drift_of(steps: Sequence[Step]) -> list[Drift]:
 def stack_result(
     operation: str,
     stack: str,
-    config: StackConfig,
+    rendered: workloads.Rendered,
     events: Iterable[auto.EngineEvent],
     *,
     findings: Sequence[Finding] = (),
     kept: Mapping[str, Sequence[AppliedObject]] | None = None,
 ) -> StackResult:
-    """Per-key results of one run: stack keys in stack order, then keys it deleted.
-    ``findings``: the stack's own policy findings, as the run judged them; ``kept``: the
+    """Per-key results of one run of ``rendered``: stack keys in stack order, then keys it
+    deleted. ``findings``: the stack's own policy findings, as the run judged them; ``kept``: the
     objects of keys the engine kept as applied whose steps were not read (carried keys), each
     ``same``."""
     steps = steps_of(events)
@@ -166,6 +167,7 @@ def stack_result(
     for step in steps:
         if step.op != "refresh":
             by_key.setdefault(step.external_key, []).append(step)
+    config = rendered.config
     settings = config.kubernetes
     intents = {intent.external_key: intent for intent in config.replicas}
     replicas = []
@@ -179,7 +181,7 @@ def stack_result(
                 change=key_change(obj.change for obj in objects),
                 objects=objects,
                 resource_id=naming.resource_id(settings, key) if intent else None,
-                endpoint=workloads.endpoint(settings, intent) if intent else None,
+                endpoint=rendered.endpoints.get(key),
             )
         )
 
@@ -231,12 +233,13 @@ def _same(objects: Iterable[AppliedObject]) -> tuple[ObjectChange, ...]:
 def unchanged(
     operation: str,
     stack: str,
-    config: StackConfig,
+    rendered: workloads.Rendered,
     applied: Applied,
     findings: Sequence[Finding] = (),
 ) -> StackResult:
-    """A verified no-op (every key kept: ``cluster.verdict``): every key ``same``, its objects
-    as applied."""
+    """A verified no-op of ``rendered`` (every key kept: ``cluster.verdict``): every key
+    ``same``, its objects as applied."""
+    config = rendered.config
     settings = config.kubernetes
     replicas = tuple(
         KeyChange(
@@ -244,7 +247,7 @@ def unchanged(
             change="same",
             objects=_same(applied.objects.get(intent.external_key, ())),
             resource_id=naming.resource_id(settings, intent.external_key),
-            endpoint=workloads.endpoint(settings, intent),
+            endpoint=rendered.endpoints[intent.external_key],
         )
         for intent in config.replicas
     )
@@ -258,6 +261,18 @@ def unchanged(
         verified_unchanged=True,
         policy=policy_findings(tuple(findings)),
     )
+
+
+def completed(
+    result: StackResult,
+    deleted: Sequence[Doomed],
+    reasons: Mapping[str, Sequence[str]],
+    left: tuple[Left, ...],
+) -> StackResult:
+    """``result`` with what the run decided besides the engine (``automation.planning``): the
+    objects it deleted itself (``with_deletions``), why it worked on each key
+    (``with_reasons``) and what it left of ours."""
+    return dataclasses.replace(with_reasons(with_deletions(result, deleted), reasons), left=left)
 
 
 def with_reasons(result: StackResult, reasons: Mapping[str, Sequence[str]]) -> StackResult:

@@ -15,9 +15,9 @@ just checked (``cluster.ownership``, ``cluster.deletion``): an ``up`` deletes on
 has forgotten them, a destroy first, then runs the engine with a program that registers nothing
 but the components' delete hook (``program.forgetting``).
 
-Then the engine, one attempt at a time (``attempt``: the program served from this process
-through the one door to the engine, ``automation.engine``), in one retry loop: what a dead run
-left is recovered first; a busy stack raises ``StackBusyError`` at once or after
+Then the engine, one attempt at a time in one retry loop (``attempt.attempts``: the program
+served from this process through the one door to the engine, ``automation.engine``): what a
+dead run left is recovered first; a busy stack raises ``StackBusyError`` at once or after
 ``wait_seconds``; an attempt's failure is its typed error (``attempt``), or
 ``ClusterUnavailableError`` when the API server cannot be reached.
 
@@ -37,27 +37,25 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pulumi import automation as auto
 
 from infercrane_pulumi.automation import engine, project, pulumi_versions, results, stacks
-from infercrane_pulumi.automation.attempt import attempt
+from infercrane_pulumi.automation.attempt import attempt, attempts
 from infercrane_pulumi.automation.environment import PulumiEnvironment
-from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
+from infercrane_pulumi.automation.planning import Operation, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
 from infercrane_pulumi.automation.state import holders, leases, retention
-from infercrane_pulumi.automation.state.recovery import break_fenced, recover
+from infercrane_pulumi.automation.state.recovery import recover
 from infercrane_pulumi.cluster import client, deletion, placement
 from infercrane_pulumi.config import kubeconfigs
 from infercrane_pulumi.config.intents import PolicySettings, StackConfig
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
     ConfigError,
-    InferCraneError,
     RunFailedError,
-    StackBusyError,
 )
 from infercrane_pulumi.objects import naming, workloads
 from infercrane_pulumi.policy import rules
@@ -122,8 +120,7 @@ def run(
     ``config`` was read from (``cluster.desired``), recorded with what the run applies."""
     lease = held.lease
     events: list[auto.EngineEvent] = []
-    timeout = options.timeout_seconds
-    deadline = None if timeout is None else time.monotonic() + timeout
+    deadline = None if (limit := options.timeout_seconds) is None else time.monotonic() + limit
 
     def record(event: auto.EngineEvent) -> None:
         events.append(event)
@@ -160,7 +157,7 @@ def run(
     try:
         last_run = stacks.applied(stack) if applied is None else applied
         # Before anything is judged or written: the cluster the stack applied to, or none yet.
-        where = placement.reached(cluster, config.kubernetes)
+        where = placement.reached(cluster, config.kubernetes.namespace)
         placement.check(stack.name, last_run.cluster, where)
         # A verified no-op must not answer for a stack another operation is changing
         # (under a lease, none can be).
@@ -182,23 +179,34 @@ def run(
         # the next run deletes them); a destroy before its engine forgets them
         # (``program.forgetting``); a verified no-op without the engine.
         engine_first = operation == "up" and not plan.unchanged
-        _engine_can_start(env, plan)  # before anything is written
+        # The plugin the engine needs, before anything is written (a no-op starts no engine).
+        if not plan.unchanged and not pulumi_versions.plugin_binary(env.pulumi_home).is_file():
+            raise ConfigError(pulumi_versions.plugin_missing(env.pulumi_home))
         if not engine_first:
             deletion.delete_all(cluster, config.kubernetes, plan.deletions)
         if not plan.unchanged:
-            _engine(
+            attempts(
                 stack,
                 env,
-                operation,
-                plan=plan,
-                config=config,
-                findings=findings,
-                options=options,
+                lambda: attempt(
+                    stack,
+                    operation,
+                    plan,
+                    settings=config.kubernetes,
+                    pack=options.policy_pack,
+                    findings=findings,
+                    on_event=record,
+                    on_output=options.on_output,
+                    variables={
+                        **engine.memory_limit(_held(rendered, last_run), os.environ),
+                        **({} if lease is None else lease.variables),
+                    },
+                    provenance=Provenance(desired_version, where),
+                    deadline=deadline,
+                    tracker=lease,
+                ),
+                wait_seconds=options.wait_seconds,
                 lease=lease,
-                on_event=record,
-                memory=engine.memory_limit(_held(rendered, last_run), os.environ),
-                provenance=Provenance(desired_version, where),
-                stop_at=deadline,
             )
             if engine_first:
                 deletion.delete_all(cluster, config.kubernetes, plan.deletions)
@@ -213,21 +221,17 @@ def run(
             raise ClusterUnavailableError([*unreachable.problems, *error.problems]) from error
         raise
     if plan.unchanged:
-        found = results.unchanged(operation, stack.name, config, last_run, findings)
+        found = results.unchanged(operation, stack.name, rendered, last_run, findings)
     else:
         carried = {} if plan.carried is None else plan.carried.records
         kept = {key: last_run.objects.get(key, ()) for key in carried}
         # A destroy's result holds what it deleted, never its keys as they were.
         found = results.stack_result(
-            operation, stack.name, desired, events, findings=findings, kept=kept
+            operation, stack.name, rendered, events, findings=findings, kept=kept
         )
-    return _reported(found, plan)
-
-
-def _engine_can_start(env: PulumiEnvironment, plan: Plan) -> None:
-    """The plugin an engine run needs, installed (a verified no-op starts no engine)."""
-    if not plan.unchanged and not pulumi_versions.plugin_binary(env.pulumi_home).is_file():
-        raise ConfigError(pulumi_versions.plugin_missing(env.pulumi_home))
+    # What the plan decided besides the engine: what the run deleted itself, why it worked on
+    # each key, and what it left.
+    return results.completed(found, plan.deletions, plan.reasons, plan.left)
 
 
 def _held(rendered: workloads.Rendered, applied: Applied) -> int:
@@ -237,13 +241,6 @@ def _held(rendered: workloads.Rendered, applied: Applied) -> int:
     objects = {key: len(found) for key, found in applied.objects.items()}
     objects.update((key, len(found)) for key, found in rendered.objects.items())
     return 2 + sum(1 + count for count in objects.values())
-
-
-def _reported(result: results.StackResult, plan: Plan) -> results.StackResult:
-    """``result`` with what the plan decided besides the engine: the objects the run deleted
-    itself, why it worked on each key, and what it left."""
-    reported = results.with_reasons(results.with_deletions(result, plan.deletions), plan.reasons)
-    return dataclasses.replace(reported, left=plan.left)
 
 
 @contextlib.contextmanager
@@ -256,70 +253,3 @@ def exclusive(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> I
     with holders.serialized(env, stack_name), leases.held(env, stack_name, wait_seconds) as lease:
         recover(env, stack_name)
         yield Held(stack_name, lease)
-
-
-def _engine(
-    stack: auto.Stack,
-    env: PulumiEnvironment,
-    operation: Operation,
-    *,
-    plan: Plan,
-    config: StackConfig,
-    findings: tuple[Finding, ...],
-    options: RunOptions,
-    lease: leases.Lease | None,
-    on_event: EventHandler,
-    memory: Mapping[str, str],
-    provenance: Provenance,
-    stop_at: float | None,
-) -> None:
-    """Engine attempts until one is not refused as busy. Without a lease: what a dead run
-    left is recovered before each, and a live holder is waited for up to ``wait_seconds``.
-    Under the stack's lease no live replica runs the stack, so a Pulumi lock met that a lease
-    holder's engine left is broken (after the lease's fence), once, and any other is a live
-    writer's, never broken (``recovery.break_fenced``); every process of the run carries the
-    lease's marker, and a run whose lease was lost (and was stopped) fails retryably, the one
-    that lost it after the engine finished too (the retry finds the work done)."""
-    deadline = time.monotonic() + options.wait_seconds
-    variables = {**memory, **({} if lease is None else lease.variables)}
-    broken = False
-    while True:
-        if lease is None:
-            # Before every attempt: a holder that died while we waited left its lock, which
-            # ``wait_until_free`` counts as free but the CLI still refuses.
-            recover(env, stack.name)
-            holders.wait_until_free(env, stack.name, max(0.0, deadline - time.monotonic()))
-        else:
-            lease.check()
-        try:
-            attempt(
-                stack,
-                operation,
-                plan,
-                settings=config.kubernetes,
-                pack=options.policy_pack,
-                findings=findings,
-                on_event=on_event,
-                on_output=options.on_output,
-                variables=variables,
-                provenance=provenance,
-                deadline=stop_at,
-                tracker=lease,
-            )
-        except StackBusyError:
-            if lease is None and time.monotonic() < deadline:
-                continue  # taken between our look and our start, or its holder died
-            if lease is None or broken:
-                raise
-            lease.fence()
-            with stacks.pulumi_errors(stack.name):
-                break_fenced(env, stack, lease.engines())
-            broken = True
-            continue
-        except InferCraneError:
-            if lease is not None:
-                lease.check()  # a run that lost its lease (and was stopped) fails retryably
-            raise
-        if lease is not None:
-            lease.check()
-        return

@@ -3,7 +3,8 @@
 A stack is named after its namespace, and the in-cluster kubeconfig is the same text in every
 cluster: two clusters' runners on one state database would share one stack, each forgetting the
 other's replicas. So a run records where it applied (``records.ClusterRecord``): the API
-server's certificate authority, as the kubeconfig trusts it, and the uid of the stack's
+server's certificate authority, as the run's client trusts it (``Cluster.identity``, read once
+when it connected), and the uid of the stack's
 namespace there (read by name: the shipped Role allows that one ``get``). The next run reaching
 a cluster where both differ from the record is refused before anything is read or written. One
 of the two may change within one cluster (a rotated CA; a namespace deleted and made again), and
@@ -14,17 +15,17 @@ A person's ``pulumi up`` records nothing, so the next driver's run records afres
 from __future__ import annotations
 
 from infercrane_pulumi.cluster.api import Cluster
-from infercrane_pulumi.config import kubeconfigs
-from infercrane_pulumi.config.intents import KubernetesSettings
-from infercrane_pulumi.errors import ConfigError
+from infercrane_pulumi.errors import ConfigError, InternalError
 from infercrane_pulumi.program.records import ClusterRecord
 
 
-def reached(cluster: Cluster, settings: KubernetesSettings) -> ClusterRecord:
-    """Where a run of ``settings`` (resolved: ``kubeconfigs.resolved``) applies."""
-    identity = kubeconfigs.identity(settings)
+def reached(cluster: Cluster, namespace: str) -> ClusterRecord:
+    """Where a run through ``cluster`` to ``namespace`` applies."""
+    identity = cluster.identity
+    if identity is None:
+        raise InternalError("placement: a client without the identity it connected as")
     return ClusterRecord(
-        identity.server, identity.certificate_authority, cluster.namespace_uid(settings.namespace)
+        identity.server, identity.certificate_authority, cluster.namespace_uid(namespace)
     )
 
 

@@ -70,6 +70,7 @@ class Rendered:
     config: StackConfig
     stack: str | None
     objects: Mapping[str, tuple[Manifest, ...]]  # per external key, in ``kinds`` order
+    endpoints: Mapping[str, str]  # per external key, where its objects serve in the cluster
 
     def all(self) -> list[Manifest]:
         """Every object, sorted by name then kind (the order ``render`` prints)."""
@@ -80,13 +81,16 @@ class Rendered:
 def render(config: StackConfig, *, stack: str | None) -> Rendered:
     """``config``'s objects; ``stack``: the identity of the stack applying them
     (``naming.stack_identity``; None: unmarked, as ``render`` prints them)."""
+    settings = config.kubernetes
+    api = workload_api(settings)
     return Rendered(
         config,
         stack,
         {
-            intent.external_key: tuple(replica_objects(config.kubernetes, intent, stack=stack))
+            intent.external_key: tuple(api.objects(settings, intent, stack=stack))
             for intent in config.replicas
         },
+        {intent.external_key: api.endpoint(settings, intent) for intent in config.replicas},
     )
 
 

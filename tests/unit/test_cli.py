@@ -369,7 +369,7 @@ def test_remove_runs_what_the_stack_applied_without_the_key_never_pending_edits(
     def engine(stack: Any, env: Any, operation: str, config: StackConfig, **kw: Any) -> Any:
         written = yaml.safe_load(stack_file(stack.project_dir, stack.name).read_text())
         runs.append((operation, config, kw["applied"], written["config"]))
-        return results.stack_result(operation, stack.name, config, [])
+        return results.stack_result(operation, stack.name, workloads.render(config, stack=None), [])
 
     monkeypatch.setattr(stackfiles, "run", engine)
     monkeypatch.setattr(namespaces, "run", engine)
@@ -390,7 +390,7 @@ def test_remove_runs_what_the_stack_applied_without_the_key_never_pending_edits(
     }
     assert runs == [("up", expected, APPLIED_RECORD, what_the_program_reads)] * 2
     assert valid_envelope(out)["result"] == views.stack_changes(
-        results.stack_result("up", "demo", expected, [])
+        results.stack_result("up", "demo", workloads.render(expected, stack=None), [])
     )
 
 
@@ -412,7 +412,7 @@ def test_engine_diagnostics_on_the_events_stream_are_sanitized_as_the_runs_error
 
     def engine(*_: Any, options: Any, **__: Any) -> Any:
         options.on_event(diagnostic)
-        return results.stack_result("up", "demo", DEMO_CONFIG, [])
+        return results.stack_result("up", "demo", workloads.render(DEMO_CONFIG, stack=None), [])
 
     monkeypatch.setattr(commands, "run_stack_file", engine)
     argv = ["up", "--stack", "demo", "--project-dir", str(ROOT), "--events", "--json"]

@@ -101,18 +101,18 @@ RANKS = {
     "automation.state.retention": 17,
     "automation.stacks": 18,  # recovers a dead run before it selects a stack
     "automation.results": 18,
-    "automation.attempt": 18,
-    "automation.run": 19,
-    "automation.namespaces": 20,
-    "automation.stackfiles": 20,
-    "automation": 21,
-    "cli.views": 22,
+    "automation.attempt": 19,
+    "automation.run": 20,
+    "automation.namespaces": 21,
+    "automation.stackfiles": 21,
+    "automation": 22,
+    "cli.views": 23,
     "cli.every": 0,
     "cli.flags": 2,
-    "cli.commands": 23,
-    "cli.entry": 24,
-    "cli": 25,
-    "__main__": 26,
+    "cli.commands": 24,
+    "cli.entry": 25,
+    "cli": 26,
+    "__main__": 27,
 }
 # The only modules that may open the door to each outside world (product modules only).
 DOORS = {

@@ -96,7 +96,7 @@ def test_each_key_gets_its_change_objects_uids_and_changed_fields() -> None:
         *both("delete", "gone", "Deployment", old_uid="d4", new=False),
         *both("delete", "gone", "Service", old_uid="s4", new=False),
     ]
-    result = stack_result("up", "s", CONFIG, events)
+    result = stack_result("up", "s", render(CONFIG, stack=None), events)
     name = naming.object_name
     ns = "infercrane-system"
 
@@ -167,7 +167,7 @@ def test_a_replacement_is_one_replace_whatever_order_its_steps_come_in() -> None
         *both("delete-replaced", "kept", "Service", old_uid="s1", new=False),
         *both("same", "kept", "Deployment", old_uid="d1", new_uid="d1"),
     ]
-    [kept, changed, added] = stack_result("up", "s", CONFIG, events).replicas
+    [kept, changed, added] = stack_result("up", "s", render(CONFIG, stack=None), events).replicas
     assert kept.change == "replace"
     service = kept.objects[0]
     assert (service.kind, service.name, service.uid, service.change) == (
@@ -194,7 +194,7 @@ def test_components_providers_and_foreign_resources_are_not_objects_of_a_key() -
             },
         }
     )
-    result = stack_result("preview", "s", CONFIG, [provider])
+    result = stack_result("preview", "s", render(CONFIG, stack=None), [provider])
     assert [r.objects for r in result.replicas] == [(), (), ()]
     assert result.summary == Summary(add=0, change=0, destroy=0, same=3)
 
@@ -285,7 +285,7 @@ def test_the_engine_result_and_the_offline_diff_name_the_same_change(
 ) -> None:
     events = [event for op, old, new in engine_steps for event in steps(op, old, new)]
     config = parse_stack_config(samples.kubernetes(), [samples.replica(externalKey="k")])
-    [engine] = stack_result("up", "s", config, events).replicas
+    [engine] = stack_result("up", "s", render(config, stack=None), events).replicas
     [offline] = changes.stack_changes(
         operation="diff", project="p", stack="s", old=base, new=head
     ).replicas
@@ -298,7 +298,7 @@ def test_a_verified_no_op_is_every_key_same_as_applied_and_says_so() -> None:
     service = naming.object_name("kept")
     record = Applied(CONFIG.replicas, {"kept": (AppliedObject("Service", service, "u-1", 1),)})
     kept = (ObjectChange("Service", service, "same", uid="u-1"),)
-    assert unchanged("up", "s", CONFIG, record) == StackResult(
+    assert unchanged("up", "s", render(CONFIG, stack=None), record) == StackResult(
         operation="up",
         project="infercrane",
         stack="s",
@@ -339,7 +339,7 @@ def test_keys_a_run_deleted_itself_are_reported_once_after_the_engine_s() -> Non
         ]
         live["Service"][service["metadata"]["name"]] = service["metadata"] | {"uid": uid}
     deleted = judge(render(config, stack=stack_label), live).doomed()
-    engine = stack_result("up", "s", config, events)
+    engine = stack_result("up", "s", render(config, stack=None), events)
     result = with_deletions(engine, deleted)
     orphan = KeyChange(
         "orphan",
@@ -349,7 +349,7 @@ def test_keys_a_run_deleted_itself_are_reported_once_after_the_engine_s() -> Non
     assert result.replicas == (*engine.replicas, orphan)
     assert [r.external_key for r in result.replicas] == ["kept", "gone", "orphan"]
     assert result.summary == Summary(add=0, change=0, destroy=2, same=1)
-    noop = unchanged("up", "s", config, Applied(config.replicas, {}))
+    noop = unchanged("up", "s", render(config, stack=None), Applied(config.replicas, {}))
     assert with_deletions(noop, deleted[1:]).replicas == (*noop.replicas, orphan)
 
 
@@ -368,8 +368,8 @@ def test_a_carried_key_whose_steps_were_not_read_is_same_with_its_applied_object
         *both("create", "added", "Deployment", old=False, new_uid="d3"),
         *both("create", "added", "Service", old=False, new_uid="s3"),
     ]
-    result = stack_result("up", "s", CONFIG, events, kept=applied)
-    without = stack_result("up", "s", CONFIG, events)
+    result = stack_result("up", "s", render(CONFIG, stack=None), events, kept=applied)
+    without = stack_result("up", "s", render(CONFIG, stack=None), events)
     kept = result.replica("kept")
     assert kept == KeyChange(
         "kept",
