@@ -108,10 +108,18 @@ class _Runtime(language_pb2_grpc.LanguageRuntimeServicer):
                 self._loops.add(loop)
             return not self._abandoned
 
-    def _closed(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self._lock:  # never closed while ``abandon`` calls into it
+    def _ended(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Close ``loop`` with whatever the program left in it, each task cancelled first."""
+        with self._lock:  # from here on ``abandon`` leaves it alone
             self._loops.discard(loop)
-            loop.close()
+        _cancel_all(loop)
+        # Bounded: the SDK takes a cancellation in the program's own code as its failure, then
+        # waits for its outputs again. A task still pending is dropped with the loop.
+        if pending := asyncio.all_tasks(loop):
+            # A cancellation ``abandon`` asked for just before may end the wait itself.
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(asyncio.wait(pending, timeout=ENDING_SECONDS))
+        loop.close()
 
     def GetRequiredPlugins(self, request: Any, context: Any) -> Any:
         return language_pb2.GetRequiredPluginsResponse()  # the engine's own default ones
@@ -167,12 +175,7 @@ class _Runtime(language_pb2_grpc.LanguageRuntimeServicer):
                 return language_pb2.RunResponse()
             return _failed(f"the served program failed: {error}\n{traceback.format_exc()}")
         finally:
-            _cancel_all(loop)
-            # Bounded: the SDK takes a cancellation in the program's own code as its failure,
-            # then waits for its outputs again. A task still pending is dropped with the loop.
-            if pending := asyncio.all_tasks(loop):
-                loop.run_until_complete(asyncio.wait(pending, timeout=ENDING_SECONDS))
-            self._closed(loop)
+            self._ended(loop)
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
