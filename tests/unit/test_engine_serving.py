@@ -7,14 +7,19 @@ import asyncio
 import contextlib
 import stat
 import sys
+import tempfile
 import threading
+from collections.abc import Sequence
 from concurrent import futures
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 import pulumi
 import pytest
+from google.protobuf import empty_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pulumi.runtime.proto import language_pb2, language_pb2_grpc, resource_pb2, resource_pb2_grpc
 
 from infercrane_pulumi.automation.engine import serving
@@ -58,53 +63,90 @@ def test_a_run_directory_too_deep_for_a_socket_gets_a_short_private_one(tmp_path
     assert not Path(address.removeprefix("unix:")).parent.exists()  # removed with the run
 
 
+Answer = Literal["registered", "never", "gone", "refused"]
+ANSWERS: tuple[Answer, ...] = ("registered", "never", "gone", "refused")
+
+
 class _Monitor(resource_pb2_grpc.ResourceMonitorServicer):
-    """An engine's resource monitor that registers whatever it is asked to, and supports no
-    optional feature."""
+    """An engine's resource monitor that supports no optional feature and answers each
+    registration as ``answers`` say, in turn (then registers): ``never`` until ``released``,
+    ``gone`` as an engine that went away, ``refused`` as an engine's error."""
+
+    def __init__(self, answers: Sequence[Answer], released: threading.Event) -> None:
+        self._answers = iter(answers)
+        self._lock = threading.Lock()
+        self._released = released
 
     def SupportsFeature(self, request: Any, context: Any) -> Any:
         return resource_pb2.SupportsFeatureResponse(hasSupport=False)
 
+    def GetDeploymentInfo(self, request: Any, context: Any) -> Any:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "an older engine")
+
     def RegisterResource(self, request: Any, context: Any) -> Any:
+        with self._lock:
+            answer = next(self._answers, "registered")
+        if answer == "never":
+            self._released.wait()
+        if answer in ("never", "gone"):
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the engine is gone")
+        if answer == "refused":
+            context.abort(grpc.StatusCode.INTERNAL, "the engine refused it")
         return resource_pb2.RegisterResourceResponse(urn=f"urn:pulumi:s::p::{request.type}::x")
 
+    def RegisterResourceOutputs(self, request: Any, context: Any) -> Any:
+        return empty_pb2.Empty()
 
-def test_a_run_still_going_when_serving_ends_is_cancelled_and_its_loop_closed(
-    tmp_path: Path,
+
+@settings(deadline=None, max_examples=25)  # a loaded machine's pause is no failure
+@given(
+    answers=st.lists(st.sampled_from(ANSWERS), max_size=4),
+    components=st.integers(0, 3),
+    pending=st.booleans(),  # an output the program waits for is never resolved
+    engine_waits=st.sampled_from([0.0, 0.05, 0.5]),  # for the run's answer, before it ends
+)
+def test_no_served_run_outlives_its_serving(
+    answers: list[Answer], components: int, pending: bool, engine_waits: float
 ) -> None:
-    """What the engine abandoned mid-run (its API server gone): an output the program waits
-    for is never resolved, so the run would wait, its loop open, as long as the driver lives."""
-    monitor = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    resource_pb2_grpc.add_ResourceMonitorServicer_to_server(_Monitor(), monitor)
-    monitor_address = f"unix:{tmp_path / 'monitor.sock'}"
-    monitor.add_insecure_port(monitor_address)
-    monitor.start()
+    """Whatever the engine answers, and whenever it goes away (mid-run too: an API server
+    gone, a run stopped), every run served is over and its loop closed when serving returns:
+    a run left waiting would keep its loop open as long as the driver lives (seen in
+    ``test_cli_and_faults``, beside a busy CPU)."""
     loops: list[asyncio.AbstractEventLoop] = []
     started = threading.Event()
+    released = threading.Event()
 
     def program() -> None:
         loops.append(asyncio.get_running_loop())
-        pulumi.export("never", pulumi.Output.from_input(loops[0].create_future()))
+        for index in range(components):
+            pulumi.ComponentResource("t:index:C", f"c{index}")
+        if pending:
+            pulumi.export("never", pulumi.Output.from_input(loops[0].create_future()))
         started.set()
 
-    def engine(address: str) -> None:
-        with grpc.insecure_channel(address) as channel:
-            request = language_pb2.RunRequest(
-                project="p", stack="s", monitor_address=monitor_address, parallel=1
-            )
-            with contextlib.suppress(grpc.RpcError):  # the runtime may go first
-                language_pb2_grpc.LanguageRuntimeStub(channel).Run(request, timeout=60)
-
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
-    try:
-        with serving.serving(program, run) as (_, address, *_):
-            asking = threading.Thread(target=engine, args=(address,))
-            asking.start()
-            assert started.wait(30)
-        [loop] = loops
-        assert loop.is_closed()  # before serving returned, not whenever the run ends
-        asking.join(30)
-        assert not asking.is_alive()
-    finally:
-        monitor.stop(0)
+    monitor = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    resource_pb2_grpc.add_ResourceMonitorServicer_to_server(_Monitor(answers, released), monitor)
+    with tempfile.TemporaryDirectory() as scratch:
+        monitor_address = f"unix:{scratch}/monitor.sock"
+        monitor.add_insecure_port(monitor_address)
+        monitor.start()
+        run = Path(scratch, "run")
+        run.mkdir(mode=0o700)
+        try:
+            with (
+                serving.serving(program, run) as (_, address, *_),
+                grpc.insecure_channel(address) as channel,
+            ):
+                request = language_pb2.RunRequest(
+                    project="p", stack="s", monitor_address=monitor_address, parallel=1
+                )
+                call = language_pb2_grpc.LanguageRuntimeStub(channel).Run.future(request)
+                assert started.wait(30)
+                with contextlib.suppress(grpc.FutureTimeoutError, grpc.RpcError):
+                    call.result(timeout=engine_waits)
+                call.cancel()  # the engine's process ends
+            [loop] = loops
+            assert loop.is_closed()
+        finally:
+            released.set()
+            monitor.stop(0)
