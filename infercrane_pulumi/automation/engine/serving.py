@@ -95,7 +95,9 @@ class _Runtime(language_pb2_grpc.LanguageRuntimeServicer):
         self._abandoned = False
 
     def abandon(self) -> None:
-        """Cancel every run still going, and any run asked for from now on."""
+        """Cancel every run still going, and any run asked for from now on. The programs served
+        register synchronously, so a cancellation lands in the SDK's own waits (for the
+        registrations, the outputs, the engine's shutdown), which end on it."""
         with self._lock:
             self._abandoned = True
             for loop in self._loops:
