@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from concurrent import futures
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import grpc
 import pulumi
@@ -64,7 +64,7 @@ def test_a_run_directory_too_deep_for_a_socket_gets_a_short_private_one(tmp_path
 
 
 Answer = Literal["registered", "never", "gone", "refused"]
-ANSWERS: tuple[Answer, ...] = ("registered", "never", "gone", "refused")
+ANSWERS: tuple[Answer, ...] = get_args(Answer)
 
 
 class _Monitor(resource_pb2_grpc.ResourceMonitorServicer):
