@@ -68,7 +68,13 @@ def ownership_preflight(rendered: workloads.Rendered) -> None:
 
 def delete_objects(config: StackConfig, key: str) -> None:
     """A person's run, as the engine deletes ``key``'s component: its objects, each exactly
-    ours and by the uid just read (``cluster.ownership.delete_named``)."""
+    ours and by the uid just read (``delete_key``)."""
+    delete_key(config, key, stack=stack_identity())
+
+
+def delete_key(config: StackConfig, key: str, *, stack: str) -> None:
+    """``key``'s objects that ``stack`` applied, each exactly ours and by the uid just read
+    (``cluster.ownership.delete_named``)."""
     emptied = config.model_copy(update={"replicas": ()})
-    rendered = workloads.render(emptied, stack=stack_identity())
+    rendered = workloads.render(emptied, stack=stack)
     ownership.delete_named(client.connect(config.kubernetes), rendered, frozenset({key}))

@@ -30,6 +30,8 @@ PULUMI_VERSION=v3.274.0          # pkg/v3 + sdk/v3; PyPI pulumi is 3.272.0 but t
                                  # pkg/v3 v3.272.0 and v3.273.0, v3.274.0 is the nearest it serves
 PULUMI_NEWEST_VERSION=v3.276.0   # pulumi-newest: the other end of the contract suite's range, the
                                  # newest pkg/v3 the proxy serves (PULUMI_VERSION is the oldest)
+PULUMI_YAML_VERSION=v1.25.0       # Pulumi YAML's language host: YAML programs that use our component
+                                 # package (tests/conformance/test_component_package.py)
 PULUMI_K8S_VERSION=4.25.0
 PULUMI_K8S_MODULE_VERSION=v4.0.0-20260115033456-f47bc2d6f199   # provider/v4 at the v4.25.0 release commit
 KWOK_VERSION=v0.8.0              # simulated nodes for the local control plane
@@ -61,6 +63,7 @@ KUBE_MOD=k8s.io/kubernetes
 PULUMI_PKG_MOD=github.com/pulumi/pulumi/pkg/v3
 PULUMI_SDK_MOD=github.com/pulumi/pulumi/sdk/v3
 PULUMI_K8S_MOD=github.com/pulumi/pulumi-kubernetes/provider/v4
+PULUMI_YAML_MOD=github.com/pulumi/pulumi-yaml
 KWOK_MOD=sigs.k8s.io/kwok
 ACTIONLINT_MOD=github.com/rhysd/actionlint
 KUBE_SCORE_MOD=github.com/zegl/kube-score
@@ -96,7 +99,7 @@ CONTAINERD_TAGS="no_btrfs no_devmapper no_zfs"
 CNI_PLUGINS=(main/bridge ipam/host-local main/loopback)
 
 # Build order; each family is one wrapper module in hack/tools/<family>.
-FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-kubernetes pulumi-newest kwok actionlint
+FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-language-yaml pulumi-kubernetes pulumi-newest kwok actionlint
           kube-score containerd cni-plugins infercrane-node versitygw kserve kind coredns)
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -148,6 +151,7 @@ family_outputs() {
     kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm kubectl ;;
     pulumi) echo pulumi pulumi-language-python-exec ;;
     pulumi-language-python) echo pulumi-language-python ;;
+    pulumi-language-yaml) echo pulumi-language-yaml ;;
     pulumi-kubernetes) echo pulumi-resource-kubernetes ;;
     pulumi-newest) echo pulumi-newest/bin/pulumi ;;
     kwok) echo kwok ;;
@@ -196,6 +200,7 @@ family_pins() {
     kubernetes) echo "$KUBE_MOD@$KUBE_VERSION" ;;
     pulumi) echo "$PULUMI_PKG_MOD@$PULUMI_VERSION $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
     pulumi-language-python) echo "hack/tools/pulumi-language-python/main.go on $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+    pulumi-language-yaml) echo "$PULUMI_YAML_MOD@$PULUMI_YAML_VERSION" ;;
     pulumi-kubernetes) echo "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION version=$PULUMI_K8S_VERSION" ;;
     pulumi-newest) echo "$PULUMI_PKG_MOD@$PULUMI_NEWEST_VERSION $PULUMI_SDK_MOD@$PULUMI_NEWEST_VERSION" ;;
     kwok) echo "$KWOK_MOD@$KWOK_VERSION" ;;
@@ -233,6 +238,8 @@ family_xflags() {
       done ;;
     pulumi|pulumi-language-python|pulumi-newest)
       printf -- "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=%s" "$(pulumi_version "$1")" ;;
+    pulumi-language-yaml)
+      printf -- "-X %s/pkg/version.Version=%s" "$PULUMI_YAML_MOD" "$PULUMI_YAML_VERSION" ;;
     pulumi-kubernetes)
       printf -- "-X %s/pkg/version.Version=%s" "$PULUMI_K8S_MOD" "$PULUMI_K8S_VERSION" ;;
     kwok)
@@ -465,6 +472,9 @@ update_family() {
       pulumi-language-python)
         # Our own host (main.go): the proxy refuses Pulumi's host module, see main.go.
         go mod edit -require="$PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+      pulumi-language-yaml)
+        mirror_replaces "$PULUMI_YAML_MOD@$PULUMI_YAML_VERSION"
+        go get -tool "$PULUMI_YAML_MOD/cmd/pulumi-language-yaml@$PULUMI_YAML_VERSION" ;;
       pulumi-kubernetes)
         gomod=$(mod_field "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION" GoMod)
         while read -r old new; do
@@ -652,6 +662,10 @@ build_family() {
       check_pin "$fam" "$src" "$PULUMI_SDK_MOD" "$PULUMI_VERSION" || return 1
       go_build "$fam" "$src" "$out/pulumi-language-python" . "$LDBASE $x" \
         "hack/tools/pulumi-language-python on $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+    pulumi-language-yaml)
+      check_pin "$fam" "$src" "$PULUMI_YAML_MOD" "$PULUMI_YAML_VERSION" || return 1
+      go_build "$fam" "$src" "$out/pulumi-language-yaml" "$PULUMI_YAML_MOD/cmd/pulumi-language-yaml" "$LDBASE $x" \
+        "$PULUMI_YAML_MOD@$PULUMI_YAML_VERSION" ;;
     pulumi-kubernetes)
       check_pin "$fam" "$src" "$PULUMI_K8S_MOD" "$PULUMI_K8S_MODULE_VERSION" || return 1
       go_build "$fam" "$src" "$out/pulumi-resource-kubernetes" . "$LDBASE $x" "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION (pulumi-kubernetes $PULUMI_K8S_VERSION)" ;;

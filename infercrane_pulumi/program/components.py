@@ -29,15 +29,15 @@ from infercrane_pulumi.program.records import KeyRecord, ObjectRecord
 PLUGIN_VERSION = "4.25.0"
 
 
-def stack_provider(settings: KubernetesSettings) -> k8s.Provider:
-    """The stack's only provider: explicit kubeconfig, context and namespace, server-side apply
-    on. The SDK defaults every input it is not given from the serving process's environment
-    (``KUBECONFIG``, ``PULUMI_K8S_*``), and the program runs in a driver's process, whose
-    environment is not the run's: each such input is given, the others at the plugin's own
-    defaults."""
+def stack_provider(settings: KubernetesSettings, name: str | None = None) -> k8s.Provider:
+    """The stack's only provider (``name``: a component package's, one per component):
+    explicit kubeconfig, context and namespace, server-side apply on. The SDK defaults every
+    input it is not given from the serving process's environment (``KUBECONFIG``,
+    ``PULUMI_K8S_*``), and the program runs in a driver's process, whose environment is not
+    the run's: each such input is given, the others at the plugin's own defaults."""
     assert settings.kubeconfig is not None, "the run's kubeconfig is resolved first"
     return k8s.Provider(
-        naming.provider_name(settings),
+        name or naming.provider_name(settings),
         context=settings.context,
         namespace=settings.namespace,
         kubeconfig=pulumi.Output.secret(settings.kubeconfig),
@@ -57,7 +57,8 @@ def stack_provider(settings: KubernetesSettings) -> k8s.Provider:
 
 class ReplicaComponent(pulumi.ComponentResource):
     """One replica intent: the objects its workload API built for it (``objects``, rendered
-    once for the run: ``workloads.render``), parented to it."""
+    once for the run: ``workloads.render``), parented to it. ``name``: the component's own,
+    the key's object name unless a program of the component package named it."""
 
     resource_id: str
     endpoint: str
@@ -72,9 +73,11 @@ class ReplicaComponent(pulumi.ComponentResource):
         objects: Sequence[Manifest],
         provider: k8s.Provider,
         opts: pulumi.ResourceOptions | None = None,
+        name: str | None = None,
     ) -> None:
-        name = naming.object_name(intent.external_key)
-        super().__init__(naming.REPLICA_TYPE, name, None, opts)
+        super().__init__(
+            naming.REPLICA_TYPE, name or naming.object_name(intent.external_key), None, opts
+        )
         child_opts = pulumi.ResourceOptions(parent=self, provider=provider, retain_on_delete=True)
         desired = list(objects)
         self.children = [

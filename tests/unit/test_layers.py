@@ -72,6 +72,12 @@ RANKS = {
     "cluster.deletion": 12,
     "cluster.ownership": 13,
     "hand_run": 15,
+    "package": 0,
+    "package.schema": 4,
+    "package.removal": 16,
+    "package.replica": 17,
+    "package.server": 18,
+    "package.plugin.__main__": 19,  # the plugin's entry point, as the engine runs it
     "automation.state": 0,
     "automation.state.backends": 14,
     "automation.state.fencing": 14,
@@ -118,7 +124,7 @@ RANKS = {
 DOORS = {
     "kubernetes": {"cluster.client"},
     "psycopg": {"automation.state.leasedb"},
-    "grpc": {"automation.engine.serving"},
+    "grpc": {"automation.engine.serving", "package.server"},
     "pulumi.automation": {
         "automation",
         "automation.attempt",
@@ -142,7 +148,14 @@ DOORS = {
 RUN_PATH = "automation.run"
 ENGINE_DISPATCH = "automation.attempt"
 ENGINE_OPERATIONS = {"up", "preview", "destroy", "refresh"}
-PULUMI_USERS = {"program.components", "program.program", "hand_run"} | DOORS["pulumi.automation"]
+PULUMI_USERS = {
+    "program.components",
+    "program.program",
+    "hand_run",
+    "package.removal",
+    "package.replica",
+    "package.server",
+} | DOORS["pulumi.automation"]
 
 
 def module_name(path: Path, package: str) -> str:

@@ -7,9 +7,11 @@
 // SDK's pulumi-language-python-exec shim (installed next to this binary) with the project's
 // virtualenv interpreter and forwards the run request as the shim's flags and environment, and it
 // starts a Python policy pack (RunPlugin: what `--policy-pack` asks of a language host) with the
-// pack's own virtualenv interpreter. Dependency installation, plugin discovery and debugging are left to the user's setup: the
-// project's Makefile owns its virtualenv and plugins are installed explicitly. Users with
-// internet use Pulumi's official CLI and host instead.
+// pack's own virtualenv interpreter; the same way it starts a plugin package's provider (InferCrane's
+// component package: `packages:` in a program's Pulumi.yaml). Dependency installation, plugin
+// discovery and debugging are left to the user's setup: the project's Makefile owns its virtualenv
+// and plugins are installed explicitly. Users with internet use Pulumi's official CLI and host
+// instead.
 package main
 
 import (
@@ -125,6 +127,19 @@ func (h *host) GetRequiredPackages(
 	context.Context, *pulumirpc.GetRequiredPackagesRequest,
 ) (*pulumirpc.GetRequiredPackagesResponse, error) {
 	return &pulumirpc.GetRequiredPackagesResponse{}, nil
+}
+
+// InstallDependencies installs nothing: the engine asks it before it first runs a plugin package,
+// whose interpreter is the user's environment, where infercrane-pulumi is installed. It only
+// checks that the interpreter the plugin will run with exists, so that a missing one is named here.
+func (h *host) InstallDependencies(
+	req *pulumirpc.InstallDependenciesRequest, _ pulumirpc.LanguageRuntime_InstallDependenciesServer,
+) error {
+	if req.GetInfo() == nil {
+		return nil
+	}
+	_, _, err := python(req.GetInfo())
+	return err
 }
 
 // python is the interpreter of the project's virtualenv option, else python3 on PATH.
