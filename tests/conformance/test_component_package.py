@@ -24,7 +24,8 @@ from tests.conformance.harness import ENGINE_BINARIES, Harness, replica, require
 from tests.conformance.test_exact_deletion import KINDS, LOOK_ALIKE, look_alike, uid
 from tests.runguard import by_a_person
 
-# pythons: also from the built wheel (its plugin directory) beside the lowest supported SDK.
+# pythons: also on the wheel's Pythons, beside the lowest supported SDK (the provider process
+# imports the installed wheel: its script's directory, not the checkout, is on its path).
 pytestmark = [pytest.mark.conformance, pytest.mark.pythons, pytest.mark.timeout(300)]
 
 STACK = "dev"
