@@ -99,7 +99,7 @@ CONTAINERD_TAGS="no_btrfs no_devmapper no_zfs"
 CNI_PLUGINS=(main/bridge ipam/host-local main/loopback)
 
 # Build order; each family is one wrapper module in hack/tools/<family>.
-FAMILIES=(etcd kubernetes pulumi pulumi-language-python pulumi-language-yaml pulumi-kubernetes pulumi-newest kwok actionlint
+FAMILIES=(etcd kubernetes pulumi language-hosts pulumi-language-yaml pulumi-kubernetes pulumi-newest kwok actionlint
           kube-score containerd cni-plugins infercrane-node versitygw kserve kind coredns)
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -150,7 +150,7 @@ family_outputs() {
     etcd) echo etcd ;;
     kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm kubectl ;;
     pulumi) echo pulumi pulumi-language-python-exec ;;
-    pulumi-language-python) echo pulumi-language-python ;;
+    language-hosts) echo pulumi-language-python pulumi-language-nodejs ;;
     pulumi-language-yaml) echo pulumi-language-yaml ;;
     pulumi-kubernetes) echo pulumi-resource-kubernetes ;;
     pulumi-newest) echo pulumi-newest/bin/pulumi ;;
@@ -199,7 +199,7 @@ family_pins() {
     etcd) echo "$ETCD_PKG@$ETCD_VERSION" ;;
     kubernetes) echo "$KUBE_MOD@$KUBE_VERSION" ;;
     pulumi) echo "$PULUMI_PKG_MOD@$PULUMI_VERSION $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
-    pulumi-language-python) echo "hack/tools/pulumi-language-python/main.go on $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+    language-hosts) echo "hack/tools/language-hosts on $PULUMI_PKG_MOD@$PULUMI_VERSION $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
     pulumi-language-yaml) echo "$PULUMI_YAML_MOD@$PULUMI_YAML_VERSION" ;;
     pulumi-kubernetes) echo "$PULUMI_K8S_MOD@$PULUMI_K8S_MODULE_VERSION version=$PULUMI_K8S_VERSION" ;;
     pulumi-newest) echo "$PULUMI_PKG_MOD@$PULUMI_NEWEST_VERSION $PULUMI_SDK_MOD@$PULUMI_NEWEST_VERSION" ;;
@@ -236,7 +236,7 @@ family_xflags() {
       for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
         printf -- "-X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s " "$p" "$KUBE_VERSION" "$p" "$p" "$minor"
       done ;;
-    pulumi|pulumi-language-python|pulumi-newest)
+    pulumi|language-hosts|pulumi-newest)
       printf -- "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=%s" "$(pulumi_version "$1")" ;;
     pulumi-language-yaml)
       printf -- "-X %s/pkg/version.Version=%s" "$PULUMI_YAML_MOD" "$PULUMI_YAML_VERSION" ;;
@@ -469,9 +469,12 @@ update_family() {
         mirror_replaces "$PULUMI_PKG_MOD@$version"
         go mod edit -require="$PULUMI_PKG_MOD@$version" -require="$PULUMI_SDK_MOD@$version"
         go get -tool "$PULUMI_PKG_MOD/cmd/pulumi@$version" ;;
-      pulumi-language-python)
-        # Our own host (main.go): the proxy refuses Pulumi's host module, see main.go.
-        go mod edit -require="$PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+      language-hosts)
+        # Our own hosts (cmd/*): the proxy refuses Pulumi's host modules, see their main.go. The
+        # Node.js host generates SDKs with pkg/v3's code generator, so the module mirrors pkg's
+        # replaces as the pulumi family does.
+        mirror_replaces "$PULUMI_PKG_MOD@$PULUMI_VERSION"
+        go mod edit -require="$PULUMI_PKG_MOD@$PULUMI_VERSION" -require="$PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
       pulumi-language-yaml)
         mirror_replaces "$PULUMI_YAML_MOD@$PULUMI_YAML_VERSION"
         go get -tool "$PULUMI_YAML_MOD/cmd/pulumi-language-yaml@$PULUMI_YAML_VERSION" ;;
@@ -658,10 +661,13 @@ build_family() {
       check_pin "$fam" "$src" "$PULUMI_SDK_MOD" "$PULUMI_NEWEST_VERSION" || return 1
       mkdir -p "$out/pulumi-newest/bin"
       go_build "$fam" "$src" "$out/pulumi-newest/bin/pulumi" "$PULUMI_PKG_MOD/cmd/pulumi" "$LDBASE $x" "$PULUMI_PKG_MOD@$PULUMI_NEWEST_VERSION" ;;
-    pulumi-language-python)
+    language-hosts)
+      check_pin "$fam" "$src" "$PULUMI_PKG_MOD" "$PULUMI_VERSION" || return 1
       check_pin "$fam" "$src" "$PULUMI_SDK_MOD" "$PULUMI_VERSION" || return 1
-      go_build "$fam" "$src" "$out/pulumi-language-python" . "$LDBASE $x" \
-        "hack/tools/pulumi-language-python on $PULUMI_SDK_MOD@$PULUMI_VERSION" ;;
+      for b in $(family_outputs "$fam"); do
+        go_build "$fam" "$src" "$out/$b" "./cmd/$b" "$LDBASE $x" \
+          "hack/tools/language-hosts on $PULUMI_PKG_MOD@$PULUMI_VERSION" || return 1
+      done ;;
     pulumi-language-yaml)
       check_pin "$fam" "$src" "$PULUMI_YAML_MOD" "$PULUMI_YAML_VERSION" || return 1
       go_build "$fam" "$src" "$out/pulumi-language-yaml" "$PULUMI_YAML_MOD/cmd/pulumi-language-yaml" "$LDBASE $x" \

@@ -1,18 +1,21 @@
-"""``Replica`` from a Pulumi YAML program, through the component package (``packages:`` in its
-``Pulumi.yaml``), run by a person's ``pulumi`` on the real engine against the suite's API
-server: up, a change, a removed component, a look-alike, destroy. The same guarantees as the
-project's own program: a strict dry-run and the ownership check before anything is registered,
-applies never forced, a removed component's objects deleted each by its uid, a look-alike never
-adopted nor deleted."""
+"""``Replica`` from a person's Pulumi YAML program (``packages:`` in its ``Pulumi.yaml``) and
+TypeScript program (``pulumi package add`` of the plugin directory, then ``npm install`` of the
+SDK it generated), run by their ``pulumi`` on the real engine against the suite's API server:
+up, a change, a misspelt input, a removed component, a look-alike, destroy. The same guarantees
+as the project's own program: a strict dry-run and the ownership check before anything is
+registered, applies never forced, a removed component's objects deleted each by its uid, a
+look-alike never adopted nor deleted."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -20,50 +23,50 @@ from kubernetes import client
 
 from infercrane_pulumi.objects import kinds, naming
 from infercrane_pulumi.package import PLUGIN_DIR
-from tests.conformance.harness import ENGINE_BINARIES, Harness, replica, require_toolchain
+from tests.conformance.harness import (
+    ENGINE_BINARIES,
+    Harness,
+    replica,
+    require_toolchain,
+    unavailable,
+)
 from tests.conformance.test_exact_deletion import KINDS, LOOK_ALIKE, look_alike, uid
 from tests.runguard import by_a_person
 
-# pythons: also on the wheel's Pythons, beside the lowest supported SDK (the provider process
-# imports the installed wheel: its script's directory, not the checkout, is on its path).
-pytestmark = [pytest.mark.conformance, pytest.mark.pythons, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(420)]
 
 STACK = "dev"
+# The TypeScript program's npm dependencies, pinned (package.json and its lock) and its compiler
+# settings.
+TYPESCRIPT = Path(__file__).parent / "typescript"
 
 
-class YamlProgram:
-    """A person's Pulumi YAML project using the package, and their ``pulumi``."""
+class Program(ABC):
+    """A person's Pulumi project using the package, in one language, and their ``pulumi``."""
+
+    project: ClassVar[str]
+    host: ClassVar[str]  # the language host the toolchain builds for it
 
     def __init__(self, harness: Harness, directory: Path) -> None:
-        bin_dir = require_toolchain((*ENGINE_BINARIES, "pulumi-language-yaml"))
+        bin_dir = require_toolchain((*ENGINE_BINARIES, self.host))
         self.harness, self.directory = harness, directory
         directory.mkdir()
         # The plugin runs on python3 of the environment infercrane-pulumi is installed in.
         path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])
         self.env = harness.process_env() | harness.env.variables() | {"PATH": path}
 
-    def write(self, replicas: dict[str, dict[str, Any]]) -> None:
-        """The program: one ``Replica`` per name, with this namespace's settings."""
-        settings = self.harness.kubernetes(kubeconfig=str(self.harness.provider.kubeconfig))
-        program = {
-            "name": "yaml-replicas",
-            "runtime": "yaml",
-            "packages": {"infercrane": str(PLUGIN_DIR)},
-            "resources": {
-                name: {
-                    "type": naming.REPLICA_TYPE,
-                    "properties": {"kubernetes": dict(settings), **fields},
-                }
-                for name, fields in replicas.items()
-            },
-            "outputs": {name: f"${{{name}.endpoint}}" for name in replicas},
-        }
-        (self.directory / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+    def settings(self) -> dict[str, Any]:
+        return self.harness.kubernetes(kubeconfig=str(self.harness.provider.kubeconfig))
 
-    def pulumi(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    @abstractmethod
+    def write(self, replicas: dict[str, dict[str, Any]]) -> None:
+        """The program: one ``Replica`` per name, with this namespace's settings, each
+        exporting its endpoint under its name."""
+
+    def run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         done = by_a_person(
             subprocess.run,
-            ["pulumi", *command, "--stack", STACK, "--non-interactive"],
+            list(command),
             cwd=self.directory,
             env=self.env,
             capture_output=True,
@@ -75,19 +78,90 @@ class YamlProgram:
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done
 
+    def pulumi(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.run("pulumi", *command, "--stack", STACK, "--non-interactive", check=check)
+
     def outputs(self) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(self.pulumi("stack", "output", "--json").stdout)
         return found
+
+
+class YamlProgram(Program):
+    project = "yaml-replicas"
+    host = "pulumi-language-yaml"
+
+    def write(self, replicas: dict[str, dict[str, Any]]) -> None:
+        program = {
+            "name": self.project,
+            "runtime": "yaml",
+            "packages": {"infercrane": str(PLUGIN_DIR)},
+            "resources": {
+                name: {
+                    "type": naming.REPLICA_TYPE,
+                    "properties": {"kubernetes": self.settings(), **fields},
+                }
+                for name, fields in replicas.items()
+            },
+            "outputs": {name: f"${{{name}.endpoint}}" for name in replicas},
+        }
+        (self.directory / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+
+
+class TypeScriptProgram(Program):
+    """As a TypeScript user adds a package: ``pulumi package add`` generates its SDK and adds
+    it to ``package.json``, ``npm install`` compiles it, the program imports it typed."""
+
+    project = "ts-replicas"
+    host = "pulumi-language-nodejs"
+
+    def __init__(self, harness: Harness, directory: Path) -> None:
+        if shutil.which("node") is None or shutil.which("npm") is None:
+            unavailable("Node.js and npm are not installed: the TypeScript program cannot run")
+        super().__init__(harness, directory)
+        for name in ("package.json", "package-lock.json", "tsconfig.json"):
+            shutil.copy(TYPESCRIPT / name, directory / name)
+        (directory / "Pulumi.yaml").write_text(
+            yaml.safe_dump({"name": self.project, "runtime": "nodejs"})
+        )
+        npm = ("--no-audit", "--no-fund", "--prefer-offline")
+        self.run("npm", "ci", *npm)
+        self.run("pulumi", "package", "add", str(PLUGIN_DIR), "--non-interactive")
+        self.run("npm", "install", *npm)
+
+    def write(self, replicas: dict[str, dict[str, Any]]) -> None:
+        # Each intent's fields spelt out in the object literal, so that the compiler checks them.
+        lines = [
+            'import * as infercrane from "@pulumi/infercrane";',
+            f"const kubernetes = {json.dumps(self.settings())};",
+            *(
+                f"export const {name} = new infercrane.kubernetes.Replica({json.dumps(name)}, "
+                f"{{ kubernetes, {json.dumps(fields)[1:]}).endpoint;"
+                for name, fields in replicas.items()
+            ),
+        ]
+        (self.directory / "index.ts").write_text("\n".join(lines) + "\n")
 
 
 def uids(harness: Harness, *keys: str) -> dict[tuple[str, str], str | None]:
     return {(kind.kind, key): uid(harness, kind, key) for kind in KINDS for key in keys}
 
 
-def test_a_yaml_program_ups_changes_removes_and_destroys_replicas_by_the_ownership_rule(
-    harness: Harness, admin_client: client.ApiClient, tmp_path: Path
+@pytest.mark.parametrize(
+    "language",
+    [
+        # Also on the wheel's Pythons, beside the lowest supported SDK (the provider process
+        # imports the installed wheel: its script's directory, not the checkout, is on its path).
+        pytest.param(YamlProgram, id="yaml", marks=pytest.mark.pythons),
+        pytest.param(TypeScriptProgram, id="typescript"),
+    ],
+)
+def test_a_program_ups_changes_removes_and_destroys_replicas_by_the_ownership_rule(
+    harness: Harness,
+    admin_client: client.ApiClient,
+    tmp_path: Path,
+    language: type[Program],
 ) -> None:
-    program = YamlProgram(harness, tmp_path / "yaml-replicas")
+    program = language(harness, tmp_path / "program")
     program.write({"first": replica("pkg-a"), "second": replica("pkg-b")})
     program.pulumi("stack", "init")
 
@@ -102,7 +176,7 @@ def test_a_yaml_program_ups_changes_removes_and_destroys_replicas_by_the_ownersh
     deployment = harness.get(kinds.DEPLOYMENT, "pkg-a")
     assert deployment is not None
     labels = deployment["metadata"]["labels"]
-    assert labels[naming.LABEL_STACK] == naming.stack_identity("yaml-replicas", STACK)
+    assert labels[naming.LABEL_STACK] == naming.stack_identity(program.project, STACK)
     managers = {entry["manager"] for entry in deployment["metadata"]["managedFields"]}
     assert "infercrane-provider-v1" in managers, managers
 

@@ -51,8 +51,9 @@ happens without it:
     warns of them and goes on).
 11. InferCrane's own Python language host and the program share
     ``INFERCRANE_PULUMI_CONFIG_FILE`` and its JSON (``config``, ``secretKeys``), defined in
-    ``program.py`` and in ``hack/tools/pulumi-language-python/main.go``. Otherwise a person's
-    ``pulumi up`` reads its configuration from Pulumi's own variable (at most 128 KiB).
+    ``program.py`` and in ``hack/tools/language-hosts/cmd/pulumi-language-python/main.go``.
+    Otherwise a person's ``pulumi up`` reads its configuration from Pulumi's own variable (at
+    most 128 KiB).
 12. The DIY backends' history, backup and ``.bak`` names, kept in the backend itself, and the
     variables that turn backups off (``history``). A name in another layout is never
     deleted: the history grows as Pulumi's does.

@@ -21,118 +21,35 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
-	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
-	"github.com/pulumi/pulumi/sdk/v3/go/common/version"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/emptypb"
+
+	"infercrane/hack/tools/language-hosts/host"
 )
 
-const (
-	// The shim exits with this code after it has already shown the user an actionable message.
-	bailExitCode = 32
-	// How often an idle host checks that its engine still exists.
-	engineHealthInterval = 5 * time.Second
-)
-
-type host struct {
-	pulumirpc.UnimplementedLanguageRuntimeServer
-	engineAddress string
-	shim          string
+type pythonHost struct {
+	host.Common
+	shim string
 }
 
 func main() {
-	args := os.Args[1:]
-	if len(args) == 1 && (args[0] == "--version" || args[0] == "version") {
-		fmt.Println(version.Version)
-		return
-	}
 	self, err := os.Executable()
 	if err != nil {
-		fail(err)
+		fmt.Fprintf(os.Stderr, "pulumi-language-python: %v\n", err)
+		os.Exit(1)
 	}
-	h := &host{shim: self + "-exec"}
-	// The engine passes its address as the last positional argument, after any flags.
-	if len(args) > 0 && !strings.HasPrefix(args[len(args)-1], "-") {
-		h.engineAddress = args[len(args)-1]
-	}
-	// A host whose engine died (say, a SIGKILLed `pulumi up`) must not linger: poll the
-	// engine and stop serving once it is gone.
-	alive, engineGone := context.WithCancel(context.Background())
-	if h.engineAddress != "" {
-		if err := rpcutil.Healthcheck(alive, h.engineAddress, engineHealthInterval, engineGone); err != nil {
-			fail(err)
-		}
-	}
-	// The engine stops its plugins with SIGINT and kills them 5 s later. A host started with
-	// SIGINT ignored (as a background job of a non-interactive shell starts: a daemon under
-	// `nohup … &`) would sit those 5 s out at the end of every run; handling it un-ignores it.
-	interrupted := make(chan os.Signal, 1)
-	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
-	stop := make(chan bool)
-	go func() {
-		select {
-		case <-alive.Done():
-		case <-interrupted:
-			engineGone()
-		}
-		close(stop)
-	}()
-	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
-		Cancel: stop,
-		Init: func(srv *grpc.Server) error {
-			pulumirpc.RegisterLanguageRuntimeServer(srv, h)
-			return nil
-		},
+	host.Main("pulumi-language-python", func(engine string) pulumirpc.LanguageRuntimeServer {
+		return &pythonHost{Common: host.Common{EngineAddress: engine}, shim: self + "-exec"}
 	})
-	if err != nil {
-		fail(err)
-	}
-	fmt.Printf("%d\n", handle.Port)
-	if err := <-handle.Done; err != nil {
-		fail(err)
-	}
-}
-
-func fail(err error) {
-	fmt.Fprintf(os.Stderr, "pulumi-language-python: %v\n", err)
-	os.Exit(1)
-}
-
-func (h *host) GetPluginInfo(context.Context, *emptypb.Empty) (*pulumirpc.PluginInfo, error) {
-	return &pulumirpc.PluginInfo{Version: version.Version}, nil
-}
-
-func (h *host) Handshake(
-	_ context.Context, _ *pulumirpc.LanguageHandshakeRequest,
-) (*pulumirpc.LanguageHandshakeResponse, error) {
-	return &pulumirpc.LanguageHandshakeResponse{}, nil
-}
-
-// Plugins are installed explicitly (pinned), so nothing is reported for acquisition.
-func (h *host) GetRequiredPlugins(
-	context.Context, *pulumirpc.GetRequiredPluginsRequest,
-) (*pulumirpc.GetRequiredPluginsResponse, error) {
-	return &pulumirpc.GetRequiredPluginsResponse{}, nil
-}
-
-func (h *host) GetRequiredPackages(
-	context.Context, *pulumirpc.GetRequiredPackagesRequest,
-) (*pulumirpc.GetRequiredPackagesResponse, error) {
-	return &pulumirpc.GetRequiredPackagesResponse{}, nil
 }
 
 // InstallDependencies installs nothing: the engine asks it before it first runs a plugin package,
 // whose interpreter is the user's environment, where infercrane-pulumi is installed. It only
 // checks that the interpreter the plugin will run with exists, so that a missing one is named here.
-func (h *host) InstallDependencies(
+func (h *pythonHost) InstallDependencies(
 	req *pulumirpc.InstallDependenciesRequest, _ pulumirpc.LanguageRuntime_InstallDependenciesServer,
 ) error {
 	if req.GetInfo() == nil {
@@ -167,7 +84,7 @@ func python(info *pulumirpc.ProgramInfo) (string, []string, error) {
 	return interpreter, env, nil
 }
 
-func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
+func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
 	info := req.GetInfo()
 	interpreter, env, err := python(info)
 	if err != nil {
@@ -188,47 +105,23 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	if program == "" {
 		program = "."
 	}
-	args := []string{"-u", h.shim}
-	for _, flag := range [][2]string{
-		{"monitor", req.GetMonitorAddress()},
-		{"engine", h.engineAddress},
-		{"project", req.GetProject()},
-		{"root_directory", info.GetRootDirectory()},
-		{"stack", req.GetStack()},
-		{"pwd", pwd},
-		{"dry_run", strconv.FormatBool(req.GetDryRun())},
-		{"parallel", strconv.Itoa(int(req.GetParallel()))},
-		{"organization", req.GetOrganization()},
-	} {
-		if flag[1] != "" {
-			args = append(args, "--"+flag[0], flag[1])
-		}
-	}
+	args := []string{"-u", h.shim, "--dry_run", strconv.FormatBool(req.GetDryRun())}
+	args = append(args, host.Flags(req, h.EngineAddress, pwd, [8]string{
+		"monitor", "engine", "project", "root_directory", "stack", "pwd", "parallel", "organization",
+	})...)
 	args = append(append(args, program), req.GetArgs()...)
 
 	// The request's context ends when the engine hangs up; the program must end with it.
 	cmd := exec.CommandContext(ctx, interpreter, args...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = pwd, env, os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		var exitErr *exec.ExitError
-		if errors.As(err, &exitErr) {
-			if exitErr.ExitCode() == bailExitCode {
-				return &pulumirpc.RunResponse{Bail: true}, nil
-			}
-			return &pulumirpc.RunResponse{
-				Error: fmt.Sprintf("Program exited with non-zero exit code: %d", exitErr.ExitCode()),
-			}, nil
-		}
-		return &pulumirpc.RunResponse{Error: fmt.Sprintf("could not run the Python program: %v", err)}, nil
-	}
-	return &pulumirpc.RunResponse{}, nil
+	return host.Run(cmd, "Python"), nil
 }
 
 // RunPlugin starts a plugin written in Python, as the engine starts a policy pack: the
 // interpreter of the pack's virtualenv option on the pack's directory, with the engine's
 // arguments and environment; its output streams back to the engine (which reads the analyzer's
 // port from it) and its exit code ends the stream. The engine's hang-up stops the plugin.
-func (h *host) RunPlugin(
+func (h *pythonHost) RunPlugin(
 	req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer,
 ) error {
 	info := req.GetInfo()
@@ -275,20 +168,7 @@ const maxConfigEnv = 64 * 1024
 // configFileEnv, and also as Pulumi's usual PULUMI_CONFIG variables while they fit. The file
 // holds decrypted secrets, so it lives in a 0700 directory, is 0600, and is removed after the run.
 func configEnvironment(req *pulumirpc.RunRequest) ([]string, func(), error) {
-	// A stack without configuration is {} and [], never null: Pulumi's Python runtime iterates
-	// over both.
-	values, keys := req.GetConfig(), req.GetConfigSecretKeys()
-	if values == nil {
-		values = map[string]string{}
-	}
-	if keys == nil {
-		keys = []string{}
-	}
-	config, err := json.Marshal(values)
-	if err != nil {
-		return nil, nil, err
-	}
-	secretKeys, err := json.Marshal(keys)
+	config, secretKeys, err := host.Config(req)
 	if err != nil {
 		return nil, nil, err
 	}
