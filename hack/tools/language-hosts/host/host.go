@@ -118,6 +118,19 @@ func Main(name string, newHost func(engineAddress string) pulumirpc.LanguageRunt
 	}
 }
 
+// Program is where the run request's program runs (its working directory) and what it is (its
+// entry point, "." for the directory's own).
+func Program(req *pulumirpc.RunRequest) (pwd, program string) {
+	pwd, program = req.GetPwd(), req.GetInfo().GetEntryPoint()
+	if pwd == "" {
+		pwd = req.GetInfo().GetProgramDirectory()
+	}
+	if program == "" {
+		program = "."
+	}
+	return pwd, program
+}
+
 // Flags are the engine's run request as a language SDK's entry point takes it, each
 // `--<name> <value>` under the names in names (monitor, engine, project, root directory, stack,
 // pwd, parallel, organization, in that order); an empty value is left out.

@@ -57,14 +57,7 @@ func (h *nodeHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumir
 	if err != nil {
 		return nil, err
 	}
-	pwd := req.GetPwd()
-	if pwd == "" {
-		pwd = info.GetProgramDirectory()
-	}
-	program := info.GetEntryPoint()
-	if program == "" {
-		program = "."
-	}
+	pwd, program := host.Program(req)
 	args := append(strings.Fields(option(info, "nodeargs", "")), entry)
 	args = append(args, host.Flags(req, h.EngineAddress, pwd, [8]string{
 		"monitor", "engine", "project", "root-directory", "stack", "pwd", "parallel", "organization",

@@ -97,14 +97,7 @@ func (h *pythonHost) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulum
 	defer cleanup()
 	env = append(env, configEnv...)
 
-	pwd := req.GetPwd()
-	if pwd == "" {
-		pwd = info.GetProgramDirectory()
-	}
-	program := info.GetEntryPoint()
-	if program == "" {
-		program = "."
-	}
+	pwd, program := host.Program(req)
 	args := []string{"-u", h.shim, "--dry_run", strconv.FormatBool(req.GetDryRun())}
 	args = append(args, host.Flags(req, h.EngineAddress, pwd, [8]string{
 		"monitor", "engine", "project", "root_directory", "stack", "pwd", "parallel", "organization",
