@@ -1,7 +1,7 @@
 """``Ownership``: the custom resource each packaged ``Replica`` holds, whose deletion deletes the
 component's objects. The engine deletes a removed component's children by name, which the
 ownership rule forbids, so they are registered with ``retainOnDelete`` and the engine only
-forgets them; the engine deletes this resource too, after them in its order, and it deletes
+forgets them; the engine deletes this resource too (first: it depends on them), and it deletes
 them the one way InferCrane deletes: each object exactly ours, by the uid just read
 (``hand_run.delete_key``). A look-alike in their place is left alone. Its state holds what
 deleting needs and nothing else: the namespace's settings (a kubeconfig path, never contents),

@@ -64,9 +64,9 @@ def construct(
 
 def config_of(inputs: Mapping[str, Any]) -> StackConfig:
     """The component's inputs as a stack of one intent, validated as a stack file is (its
-    kubeconfig not yet resolved: ``kubeconfigs.for_run``). Every
-    value must be known when the component is constructed: the checks run before anything is
-    registered, so nothing may wait for another resource's output."""
+    kubeconfig not yet resolved: ``kubeconfigs.for_run``). Every value must be known when the
+    component is constructed: the checks run before anything is registered, so nothing may
+    wait for another resource's output."""
     waiting = sorted(name for name, value in inputs.items() if _holds_output(value))
     if waiting:
         raise ConfigError(
