@@ -66,17 +66,30 @@ def test_inputs_are_validated_as_a_stack_file_of_one_intent() -> None:
     assert config.kubernetes == KubernetesSettings.model_validate(kubernetes(kubeconfig="/etc/k"))
 
 
+def test_an_input_that_is_not_yet_known_or_secret_is_refused() -> None:
+    async def refusals() -> list[str]:
+        # Outputs need an event loop, as a program's have.
+        given = [
+            {"kubernetes": kubernetes(), **replica(model=pulumi.Output.from_input("m"))},
+            {"kubernetes": kubernetes(kubeconfig=pulumi.Output.secret("/k")), **replica()},
+        ]
+        found = []
+        for inputs in given:
+            with pytest.raises(ConfigError) as refused:
+                config_of(inputs)
+            found.append(str(refused.value))
+        return found
+
+    why = (
+        ": must be plain values, known before the component is constructed (not another "
+        "resource's output, nor a secret: give the kubeconfig as a path)"
+    )
+    assert asyncio.run(refusals()) == [f"model{why}", f"kubernetes{why}"]
+
+
 @pytest.mark.parametrize(
     ("inputs", "said"),
     [
-        (
-            {"kubernetes": kubernetes(), **replica(model=pulumi.Output.from_input("m"))},
-            "model: must be plain values",
-        ),
-        (
-            {"kubernetes": kubernetes(kubeconfig=pulumi.Output.secret("/k")), **replica()},
-            "kubernetes: must be plain values",
-        ),
         (
             {"kubernetes": kubernetes(kubeconfig="apiVersion: v1\nkind: Config\n"), **replica()},
             "kubeconfig contents in plain text",
