@@ -188,7 +188,8 @@ def test_a_program_ups_changes_removes_and_destroys_replicas_by_the_ownership_ru
     assert changed is not None
     assert "Qwen/Qwen3-1.7B" in changed["spec"]["template"]["spec"]["containers"][0]["args"]
 
-    # A misspelt input is refused by the package's schema; nothing changes.
+    # A misspelt input is refused before the run: by the schema (YAML), by the compiler reading
+    # the SDK generated from it (TypeScript); nothing changes.
     program.write({"first": replica("pkg-a", modle="x"), "second": replica("pkg-b")})
     refused = program.pulumi("up", "--yes", check=False)
     assert refused.returncode != 0
