@@ -16,9 +16,9 @@ from infercrane_pulumi.objects import naming
 PACKAGE = "infercrane"
 MODULE = naming.REPLICA_TYPE.split(":")[1]
 SETTINGS_INPUT = "kubernetes"
-# What a component reports once registered (its state: ``component``).
+# What a component reports once registered (the state ``replica.construct`` returns).
 OUTPUTS = {
-    "resourceId": "The replica's id in InferCrane: the namespace and the object's name.",
+    "resourceId": "The replica's id in InferCrane: its workload API, namespace and name.",
     "endpoint": "Where its objects serve inside the cluster.",
 }
 
