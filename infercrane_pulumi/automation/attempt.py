@@ -16,11 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pulumi import automation as auto
 
 from infercrane_pulumi.automation import engine, failures, policypack, project, stacks, targets
-from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, Plan
 from infercrane_pulumi.automation.policypack import PolicyPack
-from infercrane_pulumi.automation.state import holders, leases
-from infercrane_pulumi.automation.state.recovery import break_fenced, recover
+from infercrane_pulumi.automation.state.holders import Held
 from infercrane_pulumi.config.intents import KubernetesSettings
 from infercrane_pulumi.errors import InferCraneError, PolicyViolationError, StackBusyError
 from infercrane_pulumi.hand_run import ownership_preflight
@@ -132,28 +130,27 @@ def attempt(
 
 def attempts(
     stack: auto.Stack,
-    env: PulumiEnvironment,
+    held: Held,
     once: Callable[[], None],
     *,
     wait_seconds: float,
-    lease: leases.Lease | None,
 ) -> None:
     """Engine attempts (``once``: one ``attempt`` of the run, its processes carrying the
     lease's marker) until one is not refused as busy. Without a lease: what a dead run left is
-    recovered before each, and a live holder is waited for up to ``wait_seconds``. Under the
-    stack's lease no live replica runs the stack, so a Pulumi lock met that a lease holder's
-    engine left is broken (after the lease's fence), once, and any other is a live writer's,
-    never broken (``recovery.break_fenced``); a run whose lease was lost (and was stopped) fails
-    retryably, the one that lost it after the engine finished too (the retry finds the work
-    done)."""
+    recovered before each, and a live holder is waited for up to ``wait_seconds``
+    (``Held.free``). Under the stack's lease no live replica runs the stack, so a Pulumi lock
+    met that a lease holder's engine left is broken (after the lease's fence), once, and any
+    other is a live writer's, never broken (``Held.break_fenced``); a run whose lease was lost
+    (and was stopped) fails retryably, the one that lost it after the engine finished too (the
+    retry finds the work done)."""
+    lease = held.lease
     waited = time.monotonic() + wait_seconds
     broken = False
     while True:
         if lease is None:
             # Before every attempt: a holder that died while we waited left its lock, which
             # ``wait_until_free`` counts as free but the CLI still refuses.
-            recover(env, stack.name)
-            holders.wait_until_free(env, stack.name, max(0.0, waited - time.monotonic()))
+            held.free(max(0.0, waited - time.monotonic()))
         else:
             lease.check()
         try:
@@ -165,7 +162,7 @@ def attempts(
                 raise
             lease.fence()
             with stacks.pulumi_errors(stack.name):
-                break_fenced(env, stack, lease.engines())
+                held.break_fenced(stack)
             broken = True
             continue
         except InferCraneError:

@@ -26,13 +26,8 @@ from infercrane_pulumi.automation import engine, project, pulumi_versions, resul
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.policypack import PolicyPack
-from infercrane_pulumi.automation.run import (
-    EventHandler,
-    Held,
-    RunOptions,
-    exclusive,
-    run,
-)
+from infercrane_pulumi.automation.run import EventHandler, RunOptions, run
+from infercrane_pulumi.automation.state.holders import Held, exclusive
 from infercrane_pulumi.cluster import api, client, doctor, observe
 from infercrane_pulumi.config import kubeconfigs
 from infercrane_pulumi.config.files import kubeconfig_entry, stack_file, write_config
@@ -205,7 +200,7 @@ class NamespaceStack:
             stack,
             self.env,
             operation,
-            config,
+            kubeconfigs.for_run(config, self.env.kubeconfig),  # the run's one kubeconfig
             held=held,
             applied=applied,
             named=named,

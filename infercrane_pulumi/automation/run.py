@@ -33,11 +33,9 @@ still held, the stack's history is pruned to the environment's retention (``rete
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pulumi import automation as auto
@@ -47,10 +45,8 @@ from infercrane_pulumi.automation.attempt import attempt, attempts
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
-from infercrane_pulumi.automation.state import holders, leases, retention
-from infercrane_pulumi.automation.state.recovery import recover
+from infercrane_pulumi.automation.state.holders import Held
 from infercrane_pulumi.cluster import client, deletion, placement
-from infercrane_pulumi.config import kubeconfigs
 from infercrane_pulumi.config.intents import PolicySettings, StackConfig
 from infercrane_pulumi.errors import (
     ClusterUnavailableError,
@@ -91,15 +87,6 @@ class RunOptions:
 DEFAULT_OPTIONS = RunOptions()
 
 
-@dataclass(frozen=True)
-class Held:
-    """A stack held by its caller alone (``exclusive``), and its lease when the backend has
-    stack leases: what a run needs to be sure that what it reads stays true until it ends."""
-
-    stack_name: str
-    lease: leases.Lease | None
-
-
 def run(
     stack: auto.Stack,
     env: PulumiEnvironment,
@@ -113,7 +100,9 @@ def run(
     desired_version: DesiredVersion | None = None,
 ) -> results.StackResult:
     """Run ``operation`` on ``stack``, whose configuration is ``config``, while its caller
-    holds it (``held``, from ``exclusive``, taken once per run); per-key results.
+    holds it (``held``, from ``holders.exclusive``, taken once per run); per-key results.
+    ``config``'s kubeconfig is the run's one, resolved by the caller once per run
+    (``kubeconfigs.for_run``), for its checks and its program alike.
     ``applied``: what the stack applied last, when the caller has just read it; ``named``: the
     keys a ``remove`` deletes (None: ``config`` is the whole desired set, or a destroy: the
     deletion rule of ``cluster.verdict``); ``desired_version``: the version of the desired state
@@ -127,8 +116,6 @@ def run(
         if options.on_event is not None:
             options.on_event(event)
 
-    # The one kubeconfig of this run, for its checks and its program alike (``kubeconfigs``).
-    config = kubeconfigs.for_run(config, env.kubeconfig)
     # Rendered once: the policy, the verdict over the cluster and the program all take these
     # (a destroy's desire is no object at all, on purpose).
     desired = (
@@ -142,7 +129,7 @@ def run(
     findings: tuple[Finding, ...] = ()
     # Where an update's history is pruned, known before anything is written: a backend this
     # cannot prune is refused here.
-    store = retention.store(env) if operation != "preview" else None
+    store = held.history() if operation != "preview" else None
     if operation == "destroy":
         options = dataclasses.replace(options, policy_pack=None)  # it judges nothing
     else:
@@ -161,14 +148,13 @@ def run(
         placement.check(stack.name, last_run.cluster, where)
         # A verified no-op must not answer for a stack another operation is changing
         # (under a lease, none can be).
-        alone = lease is not None or not holders.held_elsewhere(env, stack.name)
         plan = plan_run(
             cluster,
             operation,
             rendered,
             last_run,
             refresh=options.refresh,
-            exclusive=alone,
+            exclusive=held.alone(),
             # A pack judges every object, unchanged or not, as CrossGuard does.
             verify=options.policy_pack is None,
             named=named,
@@ -187,7 +173,7 @@ def run(
         if not plan.unchanged:
             attempts(
                 stack,
-                env,
+                held,
                 lambda: attempt(
                     stack,
                     operation,
@@ -206,14 +192,13 @@ def run(
                     tracker=lease,
                 ),
                 wait_seconds=options.wait_seconds,
-                lease=lease,
             )
             if engine_first:
                 deletion.delete_all(cluster, config.kubernetes, plan.deletions)
             if store is not None:
                 # The update succeeded and the caller still holds the stack; last, so that a
                 # store failing here leaves nothing of the run undone.
-                retention.prune(store, stack.name, env)
+                held.prune(store)
     except RunFailedError as error:
         try:
             cluster.version()
@@ -241,15 +226,3 @@ def _held(rendered: workloads.Rendered, applied: Applied) -> int:
     objects = {key: len(found) for key, found in applied.objects.items()}
     objects.update((key, len(found)) for key, found in rendered.objects.items())
     return 2 + sum(1 + count for count in objects.values())
-
-
-@contextlib.contextmanager
-def exclusive(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> Iterator[Held]:
-    """The stack to this caller alone, so that what it reads stays true until its run ends:
-    serialized within this process, and across replicas by the stack's lease when the backend
-    has one (``StackBusyError`` if not had within ``wait_seconds``). What a dead run left on
-    the file backend is recovered before the caller reads anything: a stack opened before a
-    run of it was killed (a kept ``NamespaceStack``) could not read its torn checkpoint."""
-    with holders.serialized(env, stack_name), leases.held(env, stack_name, wait_seconds) as lease:
-        recover(env, stack_name)
-        yield Held(stack_name, lease)

@@ -32,13 +32,8 @@ from infercrane_pulumi.automation import project, stacks
 from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.planning import Operation
 from infercrane_pulumi.automation.results import StackResult
-from infercrane_pulumi.automation.run import (
-    DEFAULT_OPTIONS,
-    Held,
-    RunOptions,
-    exclusive,
-    run,
-)
+from infercrane_pulumi.automation.run import DEFAULT_OPTIONS, RunOptions, run
+from infercrane_pulumi.automation.state.holders import Held, exclusive
 from infercrane_pulumi.cluster import client, desired, observe
 from infercrane_pulumi.config import kubeconfigs
 from infercrane_pulumi.config.files import (
@@ -67,7 +62,9 @@ class _Opened:
     """A stack file's stack, opened in a private workspace."""
 
     stack: auto.Stack
-    config: StackConfig  # the file's, validated; encrypted kubeconfig contents decrypted
+    # The file's, validated; its kubeconfig the run's one (``kubeconfigs.for_run``): encrypted
+    # contents decrypted, else the driver's as fallback.
+    config: StackConfig
     document: dict[str, Any]  # the file's YAML
     copy: Path  # the file's copy, which the program reads
     held: Held | None  # the stack held for a run (None: opened for a read)
@@ -113,10 +110,7 @@ def run_stack_file(
                 )
         else:
             config, applied = stacks.removal(
-                stack,
-                remove_key,
-                opened.config.kubernetes,
-                lambda settings: client.connect(kubeconfigs.resolved(settings, env.kubeconfig)),
+                stack, remove_key, opened.config.kubernetes, client.connect
             )
             _rewrite(opened, config)
         assert opened.held is not None
@@ -143,14 +137,9 @@ def inspect_stack_file(
 ) -> list[observe.ReplicaObservation]:
     """``inspect``: the stack's keys (or ``keys``) judged as ``NamespaceStack.observe`` judges
     them (``stacks.observe_applied``), against what the stack applied; the file gives the
-    kubeconfig. ``connect`` reads the cluster (the environment's kubeconfig as fallback)."""
+    kubeconfig (the environment's as fallback). ``connect`` reads the cluster."""
     with _opened(path, env) as opened:
-        return stacks.observe_applied(
-            opened.stack,
-            opened.config.kubernetes,
-            lambda settings: connect(kubeconfigs.resolved(settings, env.kubeconfig)),
-            keys,
-        )
+        return stacks.observe_applied(opened.stack, opened.config.kubernetes, connect, keys)
 
 
 @contextlib.contextmanager
@@ -164,7 +153,8 @@ def _opened(
 ) -> Iterator[_Opened]:
     """The file validated all-or-nothing before anything runs, then its stack (opened under
     its lease, waited for up to ``held_for`` seconds, unless None: a read); with
-    ``configmap``, the stack file read from it once held, validated as well."""
+    ``configmap``, the stack file read from it once held, validated as well. The kubeconfig is
+    resolved once, last (``kubeconfigs.for_run``: its checks and its program use that one)."""
     name = stack_name(path)
     text = read_settled(path, quiet=quiet)
     config = parse_stack_text(text, source=str(path))
@@ -175,9 +165,10 @@ def _opened(
         held = None if held_for is None else entered.enter_context(exclusive(env, name, held_for))
         read = None
         if configmap is not None:
-            settings = config.kubernetes
-            cluster = client.connect(kubeconfigs.resolved(settings, env.kubeconfig))
-            found = desired.read(cluster, settings.namespace, configmap, path.name)
+            # The file's own settings say where the API server's copy is.
+            reader = kubeconfigs.resolved(config.kubernetes, env.kubeconfig)
+            cluster = client.connect(reader)
+            found = desired.read(cluster, config.kubernetes.namespace, configmap, path.name)
             text = found.text
             config = parse_stack_text(text, source=found.version.source)
             read = _Read(found.version, desired.comparable(cluster.version()))
@@ -190,6 +181,7 @@ def _opened(
             # Encrypted contents: this process reads the cluster with them too, as the
             # program will (and so the program knows its preflight has run).
             config = _with_kubeconfig(stack, document, config)
+        config = kubeconfigs.for_run(config, env.kubeconfig)
         yield _Opened(stack, config, document, copy, held, read)
 
 

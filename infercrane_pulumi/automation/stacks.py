@@ -112,7 +112,7 @@ def _opening(state_dir: Path | None) -> Iterator[None]:
     """On the file backend, one process at a time opens a stack of the directory: two that
     create one stack at once both fail, one as if it were busy, the other with a missing lock
     blob (the property test of the desired state's versions found both). A shared backend
-    opens its stacks under their lease already (``run.exclusive``)."""
+    opens its stacks under their lease already (``holders.exclusive``)."""
     if state_dir is None:
         yield
         return

@@ -24,7 +24,7 @@ from infercrane_pulumi.automation import (
 from infercrane_pulumi.cli import commands, entry, views
 from infercrane_pulumi.cluster import client
 from infercrane_pulumi.cluster.api import Cluster, Response
-from infercrane_pulumi.config import files
+from infercrane_pulumi.config import files, kubeconfigs
 from infercrane_pulumi.config.files import load_stack_file, stack_file
 from infercrane_pulumi.config.intents import PolicySettings, RuleId, StackConfig
 from infercrane_pulumi.objects import workloads
@@ -375,12 +375,16 @@ def test_remove_runs_what_the_stack_applied_without_the_key_never_pending_edits(
     monkeypatch.setattr(namespaces, "run", engine)
     path = pending_edits(tmp_path)
     argv = ["remove", "--stack", "demo", "--project-dir", str(tmp_path), "--key", "demo-sglang-r0"]
-    code, out, err = run([*argv, "--json"], environ=BACKEND)
+    # The driver's kubeconfig as NamespaceStack's environment names it: both runs are handed it.
+    kubeconfig = tmp_path / "kubeconfig"
+    code, out, err = run([*argv, "--json"], environ={**BACKEND, "KUBECONFIG": str(kubeconfig)})
     assert (code, err) == (0, "")
     namespace_stack(tmp_path, path).remove("demo-sglang-r0")
     kept = DEMO_CONFIG.replicas[0]
     off = PolicySettings.judging_nothing()
-    expected = DEMO_CONFIG.model_copy(update={"replicas": (kept,), "policy": off})
+    expected = kubeconfigs.for_run(
+        DEMO_CONFIG.model_copy(update={"replicas": (kept,), "policy": off}), kubeconfig
+    )
     # Not the stack file's policy (a pending edit like its intents): none, a removal only
     # deletes.
     what_the_program_reads = {

@@ -103,7 +103,7 @@ RANKS = {
     "automation.policypack": 17,
     "automation.state.blobs": 16,
     "automation.state.recovery": 17,
-    "automation.state.holders": 17,
+    "automation.state.holders": 18,  # the run path's door to the state: over all of it
     "automation.state.retention": 17,
     "automation.stacks": 18,  # recovers a dead run before it selects a stack
     "automation.results": 18,
@@ -136,6 +136,7 @@ DOORS = {
         "automation.policypack",
         "automation.engine.serving",
         "automation.project",
+        "automation.state.holders",
         "automation.state.recovery",
         "automation.results",
         "automation.run",

@@ -15,7 +15,8 @@ from infercrane_pulumi.automation.environment import PulumiEnvironment
 from infercrane_pulumi.automation.failures import failed
 from infercrane_pulumi.automation.planning import Operation, Plan, plan_run
 from infercrane_pulumi.automation.policypack import PolicyPack
-from infercrane_pulumi.automation.run import Held, RunOptions, run
+from infercrane_pulumi.automation.run import RunOptions, run
+from infercrane_pulumi.automation.state.holders import Held
 from infercrane_pulumi.cluster import client, ownership, placement
 from infercrane_pulumi.cluster.actions import Doomed
 from infercrane_pulumi.cluster.api import Cluster
@@ -42,7 +43,6 @@ from tests.unit import samples
 from tests.unit.fake_cluster import NS, Deleting, FakeTransport, live_copy
 
 OURS = [("infercrane-provider-v1", "Apply")]
-HELD = Held("s1", None)  # a stack held without a lease (the file backend)
 STUB = SimpleNamespace(name="s1")  # a stack of which a refused run reads only its name
 ENV = PulumiEnvironment(
     state_dir=Path("/nonexistent/state"),
@@ -50,6 +50,7 @@ ENV = PulumiEnvironment(
     passphrase="p",
     kubeconfig=Path("/nonexistent/kubeconfig"),
 )
+HELD = Held("s1", None, ENV)  # a stack held without a lease (the file backend)
 SERVER = ClusterIdentity.of("https://api.example:6443", b"the cluster's CA")
 LISTS = [
     ("GET", f"/apis/apps/v1/namespaces/{NS}/deployments", {"limit": "500"}),

@@ -120,10 +120,17 @@ def held(env: PulumiEnvironment, stack_name: str, wait_seconds: float) -> Iterat
     if mine in _held:
         yield _held[mine]
         return
+    subject = f"lease of stack {stack_name}"
     connection = leasedb.connect(database)
     try:
-        _acquire(connection, key, stack_name, wait_seconds)
-        leasedb.prepare_engines(connection, f"lease of stack {stack_name}")
+        try:
+            leasedb.try_lock(connection, key, wait_seconds=wait_seconds, subject=subject)
+        except leasedb.Refused:
+            raise StackBusyError(
+                f"stack {stack_name}: another replica holds its lease"
+                + (f" (waited {wait_seconds:.0f}s)" if wait_seconds > 0 else "")
+            ) from None
+        leasedb.prepare_engines(connection, subject)
         lease = Lease(stack_name, connection, key)
         done = threading.Event()
         keeper = threading.Thread(
@@ -148,23 +155,6 @@ def lost(stack_name: str) -> BackendUnavailableError:
         f"stack {stack_name}: lost its lease (the lease database went away); the run was "
         "stopped before writing more; retry"
     )
-
-
-def _acquire(
-    connection: leasedb.Connection,
-    key: int,
-    stack_name: str,
-    wait_seconds: float,
-) -> None:
-    try:
-        leasedb.try_lock(
-            connection, key, wait_seconds=wait_seconds, subject=f"lease of stack {stack_name}"
-        )
-    except leasedb.Refused:
-        raise StackBusyError(
-            f"stack {stack_name}: another replica holds its lease"
-            + (f" (waited {wait_seconds:.0f}s)" if wait_seconds > 0 else "")
-        ) from None
 
 
 def _keep(lease: Lease, done: threading.Event) -> None:
