@@ -56,7 +56,7 @@ test-pythons: venv base-tools
 	INFERCRANE_TOOLS_BIN=$(TOOLS_BIN) $(PY) -m infercrane_dev.pythons
 
 ## soak: the property tests (tests/conformance/faults/: the deletion rule, the desired state's
-## versions between two runners) on random sequences for at least SOAK_MINUTES (default 60),
+## versions between two runners; killed `pulumi up`s of a component package program) on random sequences for at least SOAK_MINUTES (default 60),
 ## in batches of about SOAK_BATCH_MINUTES (default 15), each on a local control plane of its
 ## own; prints its seed first (SEED=<n> draws the same batches again; hack/soak.sh). Not part
 ## of `test`, which runs a fixed set

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,6 +23,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from infercrane_dev.localcluster.processes import kill_tree
 from infercrane_pulumi.objects import kinds, naming
 from infercrane_pulumi.package import PLUGIN_DIR
 from tests.conformance.harness import (
@@ -34,6 +37,9 @@ from tests.conformance.test_exact_deletion import KINDS, LOOK_ALIKE, look_alike,
 from tests.runguard import by_a_person
 
 pytestmark = [pytest.mark.conformance, pytest.mark.timeout(420)]
+
+# make test: the same kill points every run; make soak: drawn from each batch's seed.
+SEED = int(os.environ.get("INFERCRANE_SOAK_SEED") or 62)
 
 STACK = "dev"
 # The TypeScript program's npm dependencies, pinned (package.json and its lock) and its compiler
@@ -80,6 +86,39 @@ class Program(ABC):
 
     def pulumi(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.run("pulumi", *command, "--stack", STACK, "--non-interactive", check=check)
+
+    def killed_up(self, steps: int) -> bool:
+        """``pulumi up``, its whole process tree SIGKILLed (as when its host dies) right after
+        the engine's ``steps``-th resource step began; whether the kill landed (a run that ends
+        first is not killed)."""
+        log = self.directory / "events.jsonl"
+        log.unlink(missing_ok=True)
+        # Without its preview, whose events the CLI would write first and truncate.
+        command = ["pulumi", "up", "--yes", "--skip-preview", "--stack", STACK, "--non-interactive"]
+        process = by_a_person(
+            subprocess.Popen,
+            [*command, "--event-log", str(log)],
+            cwd=self.directory,
+            # The event log, the kill's clock, is a flag the CLI hides behind this variable.
+            env=self.env | {"PULUMI_DEBUG_COMMANDS": "true"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            while process.poll() is None:
+                lines = log.read_text().splitlines() if log.exists() else []
+                begun = sum('"resourcePreEvent"' in line for line in lines)
+                if begun >= steps:
+                    kill_tree(process.pid)
+                    process.wait()
+                    return True
+                time.sleep(0.02)
+            return False
+        finally:
+            if process.poll() is None:
+                kill_tree(process.pid)
+                process.wait()
 
     def outputs(self) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(self.pulumi("stack", "output", "--json").stdout)
@@ -221,3 +260,53 @@ def test_a_program_ups_changes_removes_and_destroys_replicas_by_the_ownership_ru
     assert uid(harness, kinds.SERVICE, "pkg-a") == theirs
     left = harness.get(kinds.SERVICE, "pkg-a")
     assert left is not None and left["metadata"]["labels"] == LOOK_ALIKE
+
+
+def test_killed_ups_leave_nothing_the_next_up_does_not_reconcile(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The rule on a person's path: however often ``pulumi up`` of a program of components is
+    killed, and wherever (drawn: the engine's resource step it had begun), the person's
+    ``pulumi cancel`` and next ``up`` converge: every component's objects exist once, those a
+    killed run created are taken back (their uids kept, never replaced), nothing else of ours
+    is in the namespace; ``pulumi destroy`` then deletes them all."""
+    drawn = random.Random(SEED)
+    program = YamlProgram(harness, tmp_path / "program")
+    # As a person runs it: the engine writes the state after every step, so a kill leaves the
+    # steps it had begun as pending operations.
+    del program.env["PULUMI_SKIP_CHECKPOINTS"]
+    keys = ("kill-a", "kill-b")
+    models = ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B")
+    # Each run: the model every component is given, and the resource step it is killed at
+    # (a program of two components registers 12 resources: the stack, the package's provider,
+    # each component, its Kubernetes provider, its two objects and its removal resource).
+    runs = [(drawn.choice(models), drawn.randint(1, 12)) for _ in range(3)]
+    landed = []
+    kept: dict[tuple[str, str], str | None] = {}
+    for number, (model, steps) in enumerate(runs):
+        program.write({key.replace("-", "_"): replica(key, model=model) for key in keys})
+        if number == 0:
+            program.pulumi("stack", "init")
+        landed.append(program.killed_up(steps))
+        # What the killed run left in the cluster: the next runs must take it back as it is.
+        kept |= {k: v for k, v in uids(harness, *keys).items() if v is not None}
+        program.pulumi("cancel", "--yes")
+    print(
+        f"package: 3 killed ups (seed {SEED}; model, resource step): {runs}, landed {landed}; "
+        f"{len(kept)} of their objects taken back"
+    )
+    model = runs[-1][0]
+    program.pulumi("up", "--yes")
+    final = uids(harness, *keys)
+    assert None not in final.values(), final
+    assert final == final | kept, (final, kept)
+    for key in keys:
+        deployment = harness.get(kinds.DEPLOYMENT, key)
+        assert deployment is not None
+        assert model in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    ours = {
+        (item["kind"], item["metadata"]["name"]) for kind in KINDS for item in harness.owned(kind)
+    }
+    assert ours == {(kind.kind, naming.object_name(key)) for kind in KINDS for key in keys}
+    program.pulumi("destroy", "--yes")
+    assert set(uids(harness, *keys).values()) == {None}
