@@ -146,14 +146,14 @@ def run(
         # Before anything is judged or written: the cluster the stack applied to, or none yet.
         where = placement.reached(cluster, config.kubernetes.namespace)
         placement.check(stack.name, last_run.cluster, where)
-        # A verified no-op must not answer for a stack another operation is changing
-        # (under a lease, none can be).
         plan = plan_run(
             cluster,
             operation,
             rendered,
             last_run,
             refresh=options.refresh,
+            # A verified no-op must not answer for a stack another operation is changing
+            # (under a lease, none can be).
             exclusive=held.alone(),
             # A pack judges every object, unchanged or not, as CrossGuard does.
             verify=options.policy_pack is None,
