@@ -151,16 +151,18 @@ class Applied:
         under its recorded settings, which hold no kubeconfig, so ``given``'s is used (the
         credentials of whoever reads the cluster). Outputs that predate the record: under
         ``given``, which a caller that must not apply pending edits proves first (the
-        ``keep`` of ``cluster.verdict``). Under no policy (``PolicySettings.judging_nothing``)."""
+        ``keep`` of ``cluster.verdict``). Under no policy (``PolicySettings.judging_nothing``).
+        ``given``'s kubeconfig is attached once the record is validated, as ``given`` holds it:
+        already validated, or the run's resolved one (``kubeconfigs.for_run``), which
+        ``in-cluster`` holds too."""
         settings = given if self.settings is None else self.settings
-        document = files.settings_record(settings)
-        if given.kubeconfig is not None:
-            document["kubeconfig"] = given.kubeconfig
-        return parse_stack_config(
-            document,
+        config = parse_stack_config(
+            files.settings_record(settings),
             [intent.model_dump(mode="json", by_alias=True) for intent in self.intents],
             PolicySettings.judging_nothing().model_dump(mode="json", by_alias=True),
         )
+        reader = config.kubernetes.model_copy(update={"kubeconfig": given.kubeconfig})
+        return config.model_copy(update={"kubernetes": reader})
 
 
 def from_outputs(outputs: Mapping[str, Any]) -> Applied:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any, get_args
 
@@ -358,6 +359,39 @@ def test_inspect_and_observe_judge_what_the_stack_applied_never_pending_edits(
     ]
     assert views.to_json(namespace_stack(tmp_path, path).observe()) == inspected
     assert images == [DEMO_CONFIG.kubernetes.image_digest] * 2
+
+
+def test_inspect_of_an_in_cluster_stack_reads_it_as_the_pods_service_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``in-cluster`` names no kubeconfig; the run resolves the Pod's once, and what the stack
+    applied is judged under it (it was refused once as a kubeconfig written beside
+    ``in-cluster``: the Kind suite's runner Pod found it)."""
+    pod = tmp_path / "serviceaccount"
+    pod.mkdir()
+    (pod / "token").write_text("the-projected-token")
+    (pod / "ca.crt").write_text("the cluster's CA")
+    monkeypatch.setattr(kubeconfigs, "SERVICE_ACCOUNT_DIR", pod)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    in_cluster = DEMO_CONFIG.kubernetes.model_copy(update={"context": "in-cluster"})
+    serve(monkeypatch, dataclasses.replace(APPLIED_RECORD, settings=in_cluster))
+    transport = FakeTransport(live=live_objects(DEMO_CONFIG))
+    reached: list[tuple[str, str | None]] = []
+
+    def connect(settings: Any) -> Cluster:
+        reached.append((settings.context, settings.kubeconfig))
+        return Cluster(transport)
+
+    path = pending_edits(tmp_path)
+    document = yaml.safe_load(path.read_text())
+    document["config"]["infercrane:kubernetes"]["context"] = "in-cluster"
+    path.write_text(yaml.safe_dump(document))
+    code, out, err = run(
+        ["inspect", "--config", str(path), "--json"], connect=connect, environ=BACKEND
+    )
+    assert (code, err) == (0, ""), out
+    assert reached == [("in-cluster", kubeconfigs.in_cluster(dict(os.environ)))]
 
 
 def test_remove_runs_what_the_stack_applied_without_the_key_never_pending_edits(
