@@ -53,9 +53,10 @@ class Program(ABC):
     project: ClassVar[str]
     host: ClassVar[str]  # the language host the toolchain builds for it
 
-    def __init__(self, harness: Harness, directory: Path) -> None:
+    def __init__(self, harness: Harness, directory: Path, stack: str = STACK) -> None:
         bin_dir = require_toolchain((*ENGINE_BINARIES, self.host))
-        self.harness, self.directory = harness, directory
+        # The suite's tests share one backend: each program's stack a name of its own.
+        self.harness, self.directory, self.stack = harness, directory, stack
         directory.mkdir()
         # The plugin runs on python3 of the environment infercrane-pulumi is installed in.
         path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])
@@ -85,7 +86,7 @@ class Program(ABC):
         return done
 
     def pulumi(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return self.run("pulumi", *command, "--stack", STACK, "--non-interactive", check=check)
+        return self.run("pulumi", *command, "--stack", self.stack, "--non-interactive", check=check)
 
     def killed_up(self, steps: int) -> bool:
         """``pulumi up``, its whole process tree SIGKILLed (as when its host dies) right after
@@ -94,7 +95,15 @@ class Program(ABC):
         log = self.directory / "events.jsonl"
         log.unlink(missing_ok=True)
         # Without its preview, whose events the CLI would write first and truncate.
-        command = ["pulumi", "up", "--yes", "--skip-preview", "--stack", STACK, "--non-interactive"]
+        command = [
+            "pulumi",
+            "up",
+            "--yes",
+            "--skip-preview",
+            "--stack",
+            self.stack,
+            "--non-interactive",
+        ]
         process = by_a_person(
             subprocess.Popen,
             [*command, "--event-log", str(log)],
@@ -271,7 +280,7 @@ def test_killed_ups_leave_nothing_the_next_up_does_not_reconcile(
     killed run created are taken back (their uids kept, never replaced), nothing else of ours
     is in the namespace; ``pulumi destroy`` then deletes them all."""
     drawn = random.Random(SEED)
-    program = YamlProgram(harness, tmp_path / "program")
+    program = YamlProgram(harness, tmp_path / "program", stack="killed")
     # As a person runs it: the engine writes the state after every step, so a kill leaves the
     # steps it had begun as pending operations.
     del program.env["PULUMI_SKIP_CHECKPOINTS"]
@@ -310,3 +319,4 @@ def test_killed_ups_leave_nothing_the_next_up_does_not_reconcile(
     assert ours == {(kind.kind, naming.object_name(key)) for kind in KINDS for key in keys}
     program.pulumi("destroy", "--yes")
     assert set(uids(harness, *keys).values()) == {None}
+    program.pulumi("stack", "rm", "--yes")
