@@ -291,14 +291,15 @@ def test_killed_ups_leave_nothing_the_next_up_does_not_reconcile(
     # each component, its Kubernetes provider, its two objects and its removal resource).
     runs = [(drawn.choice(models), drawn.randint(1, 12)) for _ in range(3)]
     landed = []
-    kept: dict[tuple[str, str], str | None] = {}
+    kept: dict[tuple[str, str], str] = {}
     for number, (model, steps) in enumerate(runs):
         program.write({key.replace("-", "_"): replica(key, model=model) for key in keys})
         if number == 0:
             program.pulumi("stack", "init")
         landed.append(program.killed_up(steps))
-        # What the killed run left in the cluster: the next runs must take it back as it is.
-        kept |= {k: v for k, v in uids(harness, *keys).items() if v is not None}
+        # What the killed runs left in the cluster, as first seen: the next runs must take it
+        # back as it is, never replace it.
+        kept = {k: v for k, v in uids(harness, *keys).items() if v is not None} | kept
         program.pulumi("cancel", "--yes")
     print(
         f"package: 3 killed ups (seed {SEED}; model, resource step): {runs}, landed {landed}; "
